@@ -1,0 +1,696 @@
+//! The `Engine`: runs an operation once per idempotency key.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::{CodecError, Error};
+use crate::fingerprint::Fingerprint;
+use crate::key::{IdempotencyKey, RecordId, Scope};
+use crate::store::{Begin, FencingToken, Lease, Outcome, Store, StoreError};
+
+/// What to do when a duplicate arrives while the first request still runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnInFlight {
+    /// Answer [`Error::InFlight`] at once, with the time left on the lease.
+    #[default]
+    Reject,
+    /// Poll with backoff for up to `max`: replay the first result if it lands in
+    /// time, run the operation if the first holder gave up, else answer
+    /// [`Error::InFlight`].
+    Wait {
+        /// The longest time to wait.
+        max: Duration,
+    },
+}
+
+/// How the engine keeps records. Cheap to copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    ttl: Duration,
+    lease: Duration,
+    on_in_flight: OnInFlight,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(24 * 60 * 60),
+            lease: Duration::from_secs(60),
+            on_in_flight: OnInFlight::Reject,
+        }
+    }
+}
+
+const MIN_DURATION: Duration = Duration::from_millis(1);
+
+impl Policy {
+    /// How long a completed record is kept (default 24h, at least 1ms).
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl.max(MIN_DURATION);
+        self
+    }
+
+    /// How long a claim lives without renewal (default 60s, at least 1ms). While
+    /// the operation runs, the engine renews it every third of this.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(MIN_DURATION);
+        self
+    }
+
+    /// What a duplicate in flight gets (default [`OnInFlight::Reject`]).
+    #[must_use]
+    pub fn on_in_flight(mut self, on_in_flight: OnInFlight) -> Self {
+        self.on_in_flight = on_in_flight;
+        self
+    }
+
+    /// The configured record lifetime.
+    pub fn ttl_value(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The configured lease.
+    pub fn lease_value(&self) -> Duration {
+        self.lease
+    }
+
+    /// The configured duplicate handling.
+    pub fn on_in_flight_value(&self) -> OnInFlight {
+        self.on_in_flight
+    }
+}
+
+/// One idempotent invocation: who asks (scope), under which key, for what
+/// (fingerprint), with optional per-call policy overrides.
+#[derive(Clone, Debug)]
+pub struct Call {
+    scope: Scope,
+    key: IdempotencyKey,
+    fingerprint: Fingerprint,
+    id: RecordId,
+    ttl: Option<Duration>,
+    lease: Option<Duration>,
+    on_in_flight: Option<OnInFlight>,
+}
+
+impl Call {
+    /// A call of the request `fingerprint` under `key` in `scope`.
+    pub fn new(scope: impl Into<Scope>, key: IdempotencyKey, fingerprint: Fingerprint) -> Self {
+        let scope = scope.into();
+        let id = RecordId::new(&scope, &key);
+        Self {
+            scope,
+            key,
+            fingerprint,
+            id,
+            ttl: None,
+            lease: None,
+            on_in_flight: None,
+        }
+    }
+
+    /// Overrides the engine's record lifetime for this call.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl.max(MIN_DURATION));
+        self
+    }
+
+    /// Overrides the engine's lease for this call.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease.max(MIN_DURATION));
+        self
+    }
+
+    /// Overrides the engine's duplicate handling for this call.
+    #[must_use]
+    pub fn on_in_flight(mut self, on_in_flight: OnInFlight) -> Self {
+        self.on_in_flight = Some(on_in_flight);
+        self
+    }
+
+    /// The scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The key.
+    pub fn key(&self) -> &IdempotencyKey {
+        &self.key
+    }
+
+    /// The fingerprint.
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.fingerprint
+    }
+
+    /// The record address (digest of scope and key).
+    pub fn record_id(&self) -> &RecordId {
+        &self.id
+    }
+}
+
+/// Whether a result was produced now or replayed from the record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ran<T> {
+    /// The operation ran in this call.
+    Executed(T),
+    /// The operation had run before; this is its recorded result.
+    Replayed(T),
+}
+
+impl<T> Ran<T> {
+    /// The value, however it was obtained.
+    pub fn into_inner(self) -> T {
+        match self {
+            Ran::Executed(t) | Ran::Replayed(t) => t,
+        }
+    }
+
+    /// A reference to the value.
+    pub fn get(&self) -> &T {
+        match self {
+            Ran::Executed(t) | Ran::Replayed(t) => t,
+        }
+    }
+
+    /// Whether the value is a replay.
+    pub fn is_replayed(&self) -> bool {
+        matches!(self, Ran::Replayed(_))
+    }
+
+    /// Maps the value, keeping how it was obtained.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Ran<U> {
+        match self {
+            Ran::Executed(t) => Ran::Executed(f(t)),
+            Ran::Replayed(t) => Ran::Replayed(f(t)),
+        }
+    }
+}
+
+/// Says whether an operation's error is final (recorded and replayed to every
+/// retry, like "insufficient funds") or transient (the claim is released so a
+/// retry runs the operation again, like "provider timed out").
+pub trait Failure {
+    /// `true` if the failure is recorded, `false` if the claim is released.
+    fn is_final(&self) -> bool;
+}
+
+impl Failure for Infallible {
+    fn is_final(&self) -> bool {
+        match *self {}
+    }
+}
+
+/// The claim an operation runs under, handed to the operation.
+///
+/// Pass [`fencing_token`](Self::fencing_token) to downstream systems so that
+/// they can refuse a holder whose claim was taken over. A store that supports it
+/// can complete the record inside the operation's own database transaction with
+/// this claim (see `idem-postgres`); the engine's own completion afterwards is
+/// then a no-op, since completing twice with one token keeps the first outcome.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    id: RecordId,
+    lease: Lease,
+    ttl: Duration,
+    lost: Arc<AtomicBool>,
+}
+
+impl Claim {
+    /// The record's address.
+    pub fn record_id(&self) -> &RecordId {
+        &self.id
+    }
+
+    /// The lease as granted.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// The fencing token of this claim.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.lease.token
+    }
+
+    /// How long the record is kept once completed.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Whether a renewal found the claim lost (lease ran out, taken over). An
+    /// operation may check this before an irreversible step.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+}
+
+/// What a low-level operation (see [`Engine::execute`]) asks the engine to do
+/// with its claim.
+#[derive(Debug)]
+pub enum Completion<T> {
+    /// Record `outcome` and return `value` to the caller.
+    Record {
+        /// What this caller gets.
+        value: T,
+        /// What every retry gets.
+        outcome: Outcome,
+    },
+    /// Record nothing and give the claim up, so a retry runs again.
+    Release(T),
+}
+
+/// The result of [`Engine::execute`].
+#[derive(Debug)]
+pub enum Execution<T> {
+    /// The operation ran now.
+    Executed(T),
+    /// The operation had run; here is its recorded outcome for the caller to decode.
+    Replayed(Outcome),
+}
+
+/// Runs operations at most once per `(scope, key)`, records their results, and
+/// replays them to retries.
+///
+/// Cheap to clone: it holds an `Arc` of the store and a copy of the policy.
+///
+/// ```
+/// use idem_core::{Call, Engine, Fingerprint, IdempotencyKey, MemoryStore, Ran, Scope};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = Engine::new(MemoryStore::new());
+/// let msg = serde_json::json!({"order": 42, "sku": "tea"});
+/// let call = Call::new(
+///     Scope::new("orders"),
+///     IdempotencyKey::parse("msg-7f3a")?,
+///     Fingerprint::of("ship-order", &msg)?,
+/// );
+///
+/// let first = engine
+///     .run(&call, |_claim| async { Ok::<_, std::convert::Infallible>(String::from("shipment-1")) })
+///     .await?;
+/// let again = engine
+///     .run(&call, |_claim| async { Ok::<_, std::convert::Infallible>(String::from("shipment-2")) })
+///     .await?;
+/// assert_eq!(first, Ran::Executed("shipment-1".to_string()));
+/// assert_eq!(again, Ran::Replayed("shipment-1".to_string()));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    store: Arc<dyn Store>,
+    policy: Policy,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The engine's encoding of a `Result` in a record.
+#[derive(Serialize, Deserialize)]
+enum Recorded<T, E> {
+    #[serde(rename = "ok")]
+    Ok(T),
+    #[serde(rename = "err")]
+    Err(E),
+}
+
+/// Encodes a result the way [`Engine::run`] records it. Store adapters that
+/// complete a record inside a transaction use this so that replays decode.
+pub fn encode_result<T: Serialize, E: Serialize>(
+    result: &Result<T, E>,
+) -> Result<Outcome, CodecError> {
+    let recorded: Recorded<&T, &E> = match result {
+        Ok(t) => Recorded::Ok(t),
+        Err(e) => Recorded::Err(e),
+    };
+    serde_json::to_vec(&recorded)
+        .map(Outcome::new)
+        .map_err(CodecError::encode)
+}
+
+fn decode_result<T: DeserializeOwned, E: DeserializeOwned>(
+    outcome: &Outcome,
+) -> Result<Result<T, E>, CodecError> {
+    match serde_json::from_slice::<Recorded<T, E>>(outcome.as_bytes()) {
+        Ok(Recorded::Ok(t)) => Ok(Ok(t)),
+        Ok(Recorded::Err(e)) => Ok(Err(e)),
+        Err(e) => Err(CodecError::decode(e)),
+    }
+}
+
+impl Engine {
+    /// An engine over `store` with the default [`Policy`].
+    pub fn new(store: impl Store) -> Self {
+        Self::from_arc(Arc::new(store))
+    }
+
+    /// An engine over a shared store.
+    pub fn from_arc(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            policy: Policy::default(),
+        }
+    }
+
+    /// Replaces the policy.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Runs `op` once for `call`, recording its result; retries get the
+    /// recorded result back.
+    ///
+    /// - `Ok(t)` is recorded: this call gets `Ok(Ran::Executed(t))`, every
+    ///   retry `Ok(Ran::Replayed(t))`.
+    /// - `Err(e)` with [`e.is_final()`](Failure::is_final) is recorded the same
+    ///   way and comes back as [`Error::Failed`].
+    /// - `Err(e)` that is not final releases the claim: this call gets
+    ///   `Error::Failed(Ran::Executed(e))` and a retry runs `op` again.
+    /// - If the returned future is dropped (cancelled) or `op` panics, the
+    ///   claim is released at once.
+    pub async fn run<T, E, F, Fut>(&self, call: &Call, op: F) -> Result<Ran<T>, Error<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Failure + Serialize + DeserializeOwned,
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let executed = self
+            .execute(call, |claim| async move {
+                let result = op(claim).await;
+                let record = match &result {
+                    Ok(_) => true,
+                    Err(e) => e.is_final(),
+                };
+                if !record {
+                    return Completion::Release(Ok(result));
+                }
+                match encode_result(&result) {
+                    Ok(outcome) => Completion::Record {
+                        value: Ok(result),
+                        outcome,
+                    },
+                    Err(codec) => Completion::Release(Err(codec)),
+                }
+            })
+            .await
+            .map_err(Error::cast)?;
+        match executed {
+            Execution::Executed(Ok(Ok(t))) => Ok(Ran::Executed(t)),
+            Execution::Executed(Ok(Err(e))) => Err(Error::Failed(Ran::Executed(e))),
+            Execution::Executed(Err(codec)) => Err(Error::Codec(codec)),
+            Execution::Replayed(outcome) => match decode_result::<T, E>(&outcome) {
+                Ok(Ok(t)) => Ok(Ran::Replayed(t)),
+                Ok(Err(e)) => Err(Error::Failed(Ran::Replayed(e))),
+                Err(codec) => {
+                    tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %codec, "recorded result cannot be decoded");
+                    Err(Error::Codec(codec))
+                }
+            },
+        }
+    }
+
+    /// The low-level form of [`run`](Self::run), for adapters that encode
+    /// outcomes themselves (an HTTP response, say): `op` says per result whether
+    /// to record it (and as what) or to release the claim; a replay hands back
+    /// the raw [`Outcome`].
+    pub async fn execute<T, F, Fut>(&self, call: &Call, op: F) -> Result<Execution<T>, Error>
+    where
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = Completion<T>>,
+    {
+        let ttl = call.ttl.unwrap_or(self.policy.ttl);
+        let lease_len = call.lease.unwrap_or(self.policy.lease);
+        let on_in_flight = call.on_in_flight.unwrap_or(self.policy.on_in_flight);
+        let lease = match self.acquire(call, lease_len, on_in_flight).await? {
+            Acquire::Lease(lease) => lease,
+            Acquire::Replay(outcome) => return Ok(Execution::Replayed(outcome)),
+        };
+
+        let lost = Arc::new(AtomicBool::new(false));
+        let mut guard = Guard {
+            store: Arc::clone(&self.store),
+            id: call.id,
+            lease,
+            ttl,
+            state: GuardState::Running,
+            renewal: None,
+            scope: call.scope.clone(),
+        };
+        let claim = Claim {
+            id: call.id,
+            lease,
+            ttl,
+            lost: Arc::clone(&lost),
+        };
+        let renew_every = lease_len / 3;
+        let fut = op(claim);
+        tokio::pin!(fut);
+        // Most operations end well within a third of the lease; only a slower
+        // one pays for a renewal task.
+        let completion = if let Ok(completion) = tokio::time::timeout(renew_every, &mut fut).await {
+            completion
+        } else {
+            {
+                guard.renewal = Some(tokio::spawn(renew_loop(
+                    Arc::clone(&self.store),
+                    call.id,
+                    lease,
+                    renew_every,
+                    lost,
+                    call.scope.clone(),
+                )));
+                fut.await
+            }
+        };
+        if let Some(renewal) = guard.renewal.take() {
+            renewal.abort();
+        }
+
+        match completion {
+            Completion::Record { value, outcome } => {
+                guard.state = GuardState::Completing(outcome);
+                let done = guard.complete().await;
+                match done {
+                    Ok(()) => {
+                        decision(call, "completed");
+                        Ok(Execution::Executed(value))
+                    }
+                    Err(e) if e.is_lease_lost() => {
+                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "lease_lost", "the operation finished after its claim was lost; its result is not recorded");
+                        Err(Error::LeaseLost)
+                    }
+                    Err(e) => {
+                        tracing::error!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "not_recorded", "the operation ran but its result could not be recorded; the claim stays until its lease ends");
+                        Ok(Execution::Executed(value))
+                    }
+                }
+            }
+            Completion::Release(value) => {
+                guard.state = GuardState::Done;
+                match self.store.release(&call.id, &lease).await {
+                    Ok(()) => decision(call, "released"),
+                    Err(e) => {
+                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "release_failed", "the claim could not be released; it ends with its lease");
+                    }
+                }
+                Ok(Execution::Executed(value))
+            }
+        }
+    }
+
+    async fn acquire(
+        &self,
+        call: &Call,
+        lease: Duration,
+        on_in_flight: OnInFlight,
+    ) -> Result<Acquire, Error> {
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(5);
+        loop {
+            let begin = self.store.begin(&call.id, &call.fingerprint, lease).await;
+            match begin {
+                Ok(Begin::Acquired(lease)) => {
+                    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "acquired");
+                    return Ok(Acquire::Lease(lease));
+                }
+                Ok(Begin::Replay(outcome)) => {
+                    decision(call, "replayed");
+                    return Ok(Acquire::Replay(outcome));
+                }
+                Ok(Begin::Mismatch) => {
+                    decision(call, "mismatch");
+                    return Err(Error::Mismatch);
+                }
+                Ok(Begin::InFlight { retry_after }) => {
+                    let waited = started.elapsed();
+                    let left = match on_in_flight {
+                        OnInFlight::Wait { max } if waited < max => max.saturating_sub(waited),
+                        _ => {
+                            decision(call, "in_flight");
+                            return Err(Error::InFlight { retry_after });
+                        }
+                    };
+                    tracing::trace!(target: "idem", scope = %call.scope, record = %call.id, decision = "waiting");
+                    tokio::time::sleep(backoff.min(left).min(retry_after.max(MIN_DURATION))).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(250));
+                }
+                Err(e) => {
+                    tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "store_error", "the store did not answer; the operation does not run");
+                    return Err(Error::Store(e));
+                }
+            }
+        }
+    }
+}
+
+enum Acquire {
+    Lease(Lease),
+    Replay(Outcome),
+}
+
+fn decision(call: &Call, decision: &'static str) {
+    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision);
+}
+
+/// Transient store failures at completion time are retried a few times within
+/// the lease: losing a result that was produced costs a re-run later.
+async fn complete_with_retry(
+    store: &dyn Store,
+    id: &RecordId,
+    lease: &Lease,
+    outcome: &Outcome,
+    ttl: Duration,
+) -> Result<(), StoreError> {
+    let mut pause = Duration::from_millis(20);
+    let mut attempt = 0;
+    loop {
+        match store.complete(id, lease, outcome, ttl).await {
+            Err(e) if e.is_transient() && attempt < 3 && pause < lease.duration => {
+                attempt += 1;
+                tokio::time::sleep(pause).await;
+                pause *= 4;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn renew_loop(
+    store: Arc<dyn Store>,
+    id: RecordId,
+    mut lease: Lease,
+    every: Duration,
+    lost: Arc<AtomicBool>,
+    scope: Scope,
+) {
+    // The caller has already waited `every` when it starts this task.
+    loop {
+        match store.renew(&id, &lease, lease.duration).await {
+            Ok(renewed) => {
+                lease = renewed;
+                tracing::trace!(target: "idem", scope = %scope, record = %id, decision = "renewed");
+            }
+            Err(e) if e.is_lease_lost() => {
+                lost.store(true, Ordering::SeqCst);
+                tracing::warn!(target: "idem", scope = %scope, record = %id, decision = "lease_lost", "renewal found the claim lost; the operation's result will not be recorded");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, decision = "renew_failed", "lease renewal failed; trying again");
+            }
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+enum GuardState {
+    Running,
+    Completing(Outcome),
+    Done,
+}
+
+/// Releases the claim (or finishes recording its outcome) if the operation's
+/// future is dropped or panics before the engine is done with the claim.
+struct Guard {
+    store: Arc<dyn Store>,
+    id: RecordId,
+    lease: Lease,
+    ttl: Duration,
+    state: GuardState,
+    renewal: Option<JoinHandle<()>>,
+    scope: Scope,
+}
+
+impl Guard {
+    /// Records the outcome held in `Completing` state; the guard is done after.
+    async fn complete(&mut self) -> Result<(), StoreError> {
+        let GuardState::Completing(outcome) = &self.state else {
+            return Ok(());
+        };
+        let result =
+            complete_with_retry(&*self.store, &self.id, &self.lease, outcome, self.ttl).await;
+        self.state = GuardState::Done;
+        result
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
+        let state = std::mem::replace(&mut self.state, GuardState::Done);
+        if matches!(state, GuardState::Done) {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, "claim abandoned outside a tokio runtime; it ends with its lease");
+            return;
+        };
+        let store = Arc::clone(&self.store);
+        let (id, lease, ttl, scope) = (self.id, self.lease, self.ttl, self.scope.clone());
+        handle.spawn(async move {
+            let (what, result) = match state {
+                GuardState::Completing(outcome) => ("completed after cancellation", store.complete(&id, &lease, &outcome, ttl).await),
+                _ => ("released after cancellation or panic", store.release(&id, &lease).await),
+            };
+            match result {
+                Ok(()) => tracing::debug!(target: "idem", scope = %scope, record = %id, decision = what),
+                Err(e) => tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, "claim abandoned: {what} failed"),
+            }
+        });
+    }
+}

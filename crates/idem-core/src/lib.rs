@@ -1,0 +1,84 @@
+//! # idem-core
+//!
+//! Exactly-once effects for retried operations. A client (or a message broker)
+//! may deliver the same request many times; the first delivery runs the
+//! operation and records its result under the client's idempotency key, every
+//! later delivery gets the recorded result back, and nothing runs twice.
+//!
+//! This crate is framework-agnostic: it holds the state machine
+//! ([`machine::step`]), the [`Store`] trait, the [`Engine`] that runs an
+//! operation once, the in-memory [`MemoryStore`], and (feature `testing`) the
+//! conformance kit that every store must pass. HTTP adapters and the
+//! `#[idempotent]` attribute build on it; queue consumers call the [`Engine`]
+//! directly.
+//!
+//! ## The record
+//!
+//! A record is addressed by a [`RecordId`], the SHA-256 digest of a [`Scope`]
+//! (the principal or tenant) and an [`IdempotencyKey`]. It holds the request's
+//! [`Fingerprint`], a fencing token, and either a lease (in flight) or the
+//! recorded [`Outcome`] (completed). `begin` answers exactly one of
+//! [`Begin::Acquired`], [`Begin::InFlight`], [`Begin::Replay`] or
+//! [`Begin::Mismatch`]; only the holder of the live lease can complete,
+//! release or renew it.
+//!
+//! ## A queue consumer
+//!
+//! ```
+//! use idem_core::{Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, MemoryStore, Ran, Scope};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Debug, Serialize, Deserialize)]
+//! enum ShipError { OutOfStock, CarrierDown }
+//!
+//! impl Failure for ShipError {
+//!     // Out of stock is an answer (recorded); a carrier outage is retried.
+//!     fn is_final(&self) -> bool { matches!(self, ShipError::OutOfStock) }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let engine = Engine::new(MemoryStore::new());
+//! let call = Call::new(
+//!     Scope::new("warehouse-1"),
+//!     IdempotencyKey::parse("msg-0001")?,
+//!     Fingerprint::of("ship", &("order-42", 3))?,
+//! );
+//! let shipped = engine
+//!     .run(&call, |claim| async move {
+//!         // claim.fencing_token() can be passed to the carrier's API here.
+//!         Ok::<_, ShipError>(format!("parcel-{}", claim.fencing_token()))
+//!     })
+//!     .await;
+//! match shipped {
+//!     Ok(Ran::Executed(parcel)) => println!("shipped {parcel}"),
+//!     Ok(Ran::Replayed(parcel)) => println!("already shipped as {parcel}"),
+//!     Err(Error::InFlight { retry_after }) => println!("another worker has it; retry in {retry_after:?}"),
+//!     Err(e) => println!("not shipped: {e:?}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod engine;
+mod error;
+mod fingerprint;
+mod key;
+pub mod machine;
+pub mod memory;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use engine::{
+    encode_result, Call, Claim, Completion, Engine, Execution, Failure, OnInFlight, Policy, Ran,
+};
+pub use error::{CodecError, Error};
+pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
+pub use key::{IdempotencyKey, KeyError, RecordId, Scope, MAX_KEY_LEN};
+pub use memory::MemoryStore;
+pub use store::{Begin, FencingToken, Lease, Outcome, Store, StoreError, StoreErrorKind};
+
+/// The `async_trait` attribute used by [`Store`], re-exported so that store
+/// authors implement the trait with the same version.
+pub use async_trait::async_trait;

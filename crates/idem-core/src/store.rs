@@ -1,0 +1,243 @@
+//! The `Store` trait that every backend implements, and the values it trades in.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::fingerprint::Fingerprint;
+use crate::key::RecordId;
+
+/// The recorded result of an operation: opaque bytes that the caller encoded
+/// (the engine's serde encoding, or a whole HTTP response) and that a replay
+/// returns byte for byte.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Outcome(Vec<u8>);
+
+impl Outcome {
+    /// Wraps encoded bytes.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
+        Self(bytes.into())
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The encoded bytes, owned.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+
+    /// The number of bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the outcome has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Outcome({} bytes)", self.0.len())
+    }
+}
+
+impl From<Vec<u8>> for Outcome {
+    fn from(v: Vec<u8>) -> Self {
+        Self(v)
+    }
+}
+
+/// A fencing token: issued with each claim, strictly greater than every token
+/// issued before it for the same record while the store's clock moves forward.
+///
+/// Pass it to downstream systems (a payment provider, a database row version)
+/// so that they can refuse writes from a holder whose claim was taken over.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct FencingToken(pub u64);
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A claim on a record: the right to run its operation until the lease ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The fencing token of this claim.
+    pub token: FencingToken,
+    /// How long the claim lives, counted by the store's clock from when it was
+    /// granted or last renewed.
+    pub duration: Duration,
+}
+
+/// The answer to [`Store::begin`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Begin {
+    /// No live record existed (or the previous holder's lease ran out): the
+    /// caller holds the claim and runs the operation.
+    Acquired(Lease),
+    /// Another caller holds a live claim for the same request.
+    InFlight {
+        /// Time left on that claim's lease, by the store's clock.
+        retry_after: Duration,
+    },
+    /// The operation completed before; here is its recorded outcome.
+    Replay(Outcome),
+    /// The key is in use (in flight or completed) for a different request.
+    Mismatch,
+}
+
+/// What went wrong in a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The caller's lease ended or was taken over; nothing was changed.
+    LeaseLost,
+    /// The store could not be reached or did not answer in time.
+    Unavailable,
+    /// The store is at its configured capacity and refuses new records.
+    Full,
+    /// The store returned data that idem cannot read.
+    Corrupt,
+}
+
+/// An error from a [`Store`]. Stores fail closed: when this is returned from
+/// `begin`, the operation does not run.
+#[derive(Debug)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    message: String,
+    source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+impl StoreError {
+    /// The caller no longer holds the lease it presented.
+    pub fn lease_lost() -> Self {
+        Self {
+            kind: StoreErrorKind::LeaseLost,
+            message: "the lease was lost: it ran out or another holder took the record over; \
+                      nothing was changed"
+                .into(),
+            source: None,
+        }
+    }
+
+    /// The store cannot be reached; `what` says what was being attempted.
+    pub fn unavailable(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn StdError + Send + Sync>>,
+    ) -> Self {
+        Self {
+            kind: StoreErrorKind::Unavailable,
+            message: what.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// The store is full.
+    pub fn full(capacity: usize) -> Self {
+        Self {
+            kind: StoreErrorKind::Full,
+            message: format!(
+                "the store holds its maximum of {capacity} live records; none is evicted before \
+                 it expires, so new operations are refused until records expire"
+            ),
+            source: None,
+        }
+    }
+
+    /// The store returned something unreadable.
+    pub fn corrupt(what: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Corrupt,
+            message: what.into(),
+            source: None,
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// Whether the same call may succeed later (the store was unreachable or full).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind,
+            StoreErrorKind::Unavailable | StoreErrorKind::Full
+        )
+    }
+
+    /// Whether this is a lost lease.
+    pub fn is_lease_lost(&self) -> bool {
+        self.kind == StoreErrorKind::LeaseLost
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(source) => write!(f, "{}: {source}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl StdError for StoreError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+/// Where idempotency records live.
+///
+/// Each method is one atomic step, following the transition table of
+/// [`machine::step`](crate::machine::step): implementations keep its rules
+/// exactly and prove it with the conformance kit (`idem_core::testing`, feature
+/// `testing`). Expiry is decided by the store's own clock.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Claims the record for a request with `fingerprint`, or reports why not.
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError>;
+
+    /// Records `outcome` for `ttl`, if `lease` is still the live claim. Completing
+    /// again with the token that already completed the record succeeds and
+    /// changes nothing (the first outcome stays).
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Gives the claim up without recording anything, so that a retry runs the
+    /// operation again.
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Extends a live claim to `duration` from now by the store's clock.
+    async fn renew(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        duration: Duration,
+    ) -> Result<Lease, StoreError>;
+}

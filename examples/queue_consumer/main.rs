@@ -1,0 +1,420 @@
+//! A queue consumer that ships each order exactly once, although the broker
+//! delivers messages at least once.
+//!
+//! An in-process broker delivers 200 `OrderPlaced` messages to four workers.
+//! Some messages are delivered twice at the same moment, some again later, some
+//! are redelivered after the worker handling them crashed in the middle of
+//! processing (a cancelled task, and a process that died holding its claim),
+//! and some fail transiently at the carrier and are retried. Every worker
+//! handles every delivery through one `idem_core::Engine`.
+//!
+//! At the end the program prints what happened and checks that each message's
+//! effect (a shipment, or a recorded out-of-stock refusal) happened exactly
+//! once. It exits with status 1 if any did not.
+//!
+//! Run it with `cargo run --example queue_consumer`.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use idem_core::{
+    Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, MemoryStore, Policy, Ran, Scope,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+const MESSAGES: usize = 200;
+const WORKERS: usize = 4;
+
+/// The message on the queue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct OrderPlaced {
+    id: String,
+    order: u32,
+    sku: String,
+    quantity: u32,
+}
+
+/// What the handler produces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Shipment {
+    order: u32,
+    parcel: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+enum ShipError {
+    /// A business answer: recorded, replayed to every redelivery.
+    #[error("{sku} is out of stock")]
+    OutOfStock { sku: String },
+    /// The carrier did not answer: the claim is released and a redelivery retries.
+    #[error("the carrier did not answer")]
+    CarrierDown,
+}
+
+impl Failure for ShipError {
+    fn is_final(&self) -> bool {
+        matches!(self, ShipError::OutOfStock { .. })
+    }
+}
+
+/// How a delivery goes wrong, decided by the producer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fate {
+    Normal,
+    /// The worker's task is cancelled mid-processing (shutdown, timeout).
+    Cancelled,
+    /// The worker's process dies mid-processing, holding its claim.
+    Killed,
+    /// The carrier is down for this attempt.
+    CarrierDown,
+}
+
+#[derive(Clone, Debug)]
+struct Delivery {
+    msg: OrderPlaced,
+    fate: Fate,
+}
+
+/// An at-least-once broker: deliveries wait in a queue; a delivery not acked
+/// is redelivered after a delay.
+#[derive(Default)]
+struct Broker {
+    queue: Mutex<VecDeque<Delivery>>,
+    ready: Notify,
+    outstanding: AtomicUsize,
+    deliveries: AtomicUsize,
+}
+
+impl Broker {
+    fn publish(&self, d: Delivery) {
+        self.outstanding.fetch_add(1, Ordering::SeqCst);
+        self.queue.lock().expect("queue lock").push_back(d);
+        self.ready.notify_one();
+    }
+
+    fn publish_later(self: &Arc<Self>, d: Delivery, after: Duration) {
+        self.outstanding.fetch_add(1, Ordering::SeqCst);
+        let broker = Arc::clone(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            broker.queue.lock().expect("queue lock").push_back(d);
+            broker.ready.notify_one();
+        });
+    }
+
+    async fn next(&self) -> Option<Delivery> {
+        loop {
+            if let Some(d) = self.queue.lock().expect("queue lock").pop_front() {
+                self.deliveries.fetch_add(1, Ordering::SeqCst);
+                return Some(d);
+            }
+            if self.outstanding.load(Ordering::SeqCst) == 0 {
+                return None;
+            }
+            tokio::select! {
+                () = self.ready.notified() => {}
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+    }
+
+    /// The delivery is finished: acked, or handed back for redelivery.
+    fn done(&self) {
+        if self.outstanding.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.ready.notify_waiters();
+        }
+    }
+}
+
+/// The warehouse: the side effects that must happen once per message.
+#[derive(Default)]
+struct Warehouse {
+    shipments: Mutex<BTreeMap<String, u32>>,
+    refusals: Mutex<BTreeMap<String, u32>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    executed: AtomicUsize,
+    replayed: AtomicUsize,
+    in_flight: AtomicUsize,
+    transient: AtomicUsize,
+    cancelled: AtomicUsize,
+    killed: AtomicUsize,
+    acked: Mutex<HashSet<String>>,
+}
+
+/// The consumer: one engine shared by every worker.
+struct Consumer {
+    engine: Engine,
+    warehouse: Arc<Warehouse>,
+}
+
+impl Consumer {
+    /// Handles one message through the engine: the body runs at most once per
+    /// message id, whatever the broker does.
+    async fn handle(
+        &self,
+        msg: &OrderPlaced,
+        fate: Fate,
+    ) -> Result<Ran<Shipment>, Error<ShipError>> {
+        let key = IdempotencyKey::parse(&msg.id)
+            .map_err(|e| Error::Store(idem_core::StoreError::corrupt(e.to_string())))?;
+        let fingerprint = Fingerprint::of("ship-order", msg)
+            .map_err(|e| Error::Store(idem_core::StoreError::corrupt(e.to_string())))?;
+        let call = Call::new(Scope::new("orders"), key, fingerprint);
+        let warehouse = Arc::clone(&self.warehouse);
+        self.engine
+            .run(&call, |claim| async move {
+                // Talk to the carrier: this is where a crash or an outage hits.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                if fate == Fate::CarrierDown {
+                    return Err(ShipError::CarrierDown);
+                }
+                if msg.sku == "unobtainium" {
+                    *warehouse
+                        .refusals
+                        .lock()
+                        .expect("lock")
+                        .entry(msg.id.clone())
+                        .or_default() += 1;
+                    return Err(ShipError::OutOfStock {
+                        sku: msg.sku.clone(),
+                    });
+                }
+                *warehouse
+                    .shipments
+                    .lock()
+                    .expect("lock")
+                    .entry(msg.id.clone())
+                    .or_default() += 1;
+                Ok(Shipment {
+                    order: msg.order,
+                    parcel: format!("parcel-{}-{}", msg.order, claim.fencing_token()),
+                })
+            })
+            .await
+    }
+}
+
+async fn worker(consumer: Arc<Consumer>, broker: Arc<Broker>, counters: Arc<Counters>) {
+    while let Some(delivery) = broker.next().await {
+        let msg = delivery.msg.clone();
+        let redeliver = |after: Duration| {
+            broker.publish_later(
+                Delivery {
+                    msg: msg.clone(),
+                    fate: Fate::Normal,
+                },
+                after,
+            );
+        };
+        match delivery.fate {
+            Fate::Cancelled => {
+                // The task is cancelled 3ms in, mid-way through the carrier call:
+                // the engine releases the claim at once.
+                let handled = tokio::time::timeout(
+                    Duration::from_millis(3),
+                    consumer.handle(&msg, Fate::Normal),
+                )
+                .await;
+                assert!(handled.is_err(), "the handler takes longer than 3ms");
+                counters.cancelled.fetch_add(1, Ordering::SeqCst);
+                redeliver(Duration::from_millis(5));
+            }
+            Fate::Killed => {
+                // The process dies 3ms in: nothing runs any more for this
+                // delivery, not even the engine's cleanup. The claim stays until
+                // its lease runs out, then the redelivery takes it over.
+                let mut handling = Box::pin(consumer.handle(&msg, Fate::Normal));
+                let handled = tokio::time::timeout(Duration::from_millis(3), &mut handling).await;
+                assert!(handled.is_err(), "the handler takes longer than 3ms");
+                std::mem::forget(handling);
+                counters.killed.fetch_add(1, Ordering::SeqCst);
+                redeliver(Duration::from_millis(5));
+            }
+            fate => match consumer.handle(&msg, fate).await {
+                Ok(ran) => {
+                    let counter = if ran.is_replayed() {
+                        &counters.replayed
+                    } else {
+                        &counters.executed
+                    };
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    counters.acked.lock().expect("lock").insert(msg.id.clone());
+                }
+                Err(Error::Failed(ran)) if ran.get().is_final() => {
+                    let counter = if ran.is_replayed() {
+                        &counters.replayed
+                    } else {
+                        &counters.executed
+                    };
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    counters.acked.lock().expect("lock").insert(msg.id.clone());
+                }
+                Err(Error::Failed(_)) => {
+                    counters.transient.fetch_add(1, Ordering::SeqCst);
+                    redeliver(Duration::from_millis(5));
+                }
+                Err(Error::InFlight { retry_after }) => {
+                    counters.in_flight.fetch_add(1, Ordering::SeqCst);
+                    redeliver(
+                        retry_after.clamp(Duration::from_millis(5), Duration::from_millis(100)),
+                    );
+                }
+                Err(e) => panic!("message {} could not be handled: {e}", msg.id),
+            },
+        }
+        broker.done();
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+
+    // A short lease so that a killed worker's claim is taken over quickly.
+    let engine = Engine::new(MemoryStore::new()).with_policy(
+        Policy::default()
+            .lease(Duration::from_millis(300))
+            .ttl(Duration::from_secs(3600)),
+    );
+    let warehouse = Arc::new(Warehouse::default());
+    let consumer = Arc::new(Consumer {
+        engine,
+        warehouse: Arc::clone(&warehouse),
+    });
+    let broker = Arc::new(Broker::default());
+    let counters = Arc::new(Counters::default());
+
+    let mut plan = BTreeMap::<&str, usize>::new();
+    for i in 0..MESSAGES {
+        let order = u32::try_from(i).unwrap_or(u32::MAX) + 1000;
+        let msg = OrderPlaced {
+            id: format!("msg-{i:04}"),
+            order,
+            sku: if i % 25 == 24 {
+                "unobtainium".into()
+            } else {
+                format!("sku-{}", i % 7)
+            },
+            quantity: 1 + order % 3,
+        };
+        let first = |fate| Delivery {
+            msg: msg.clone(),
+            fate,
+        };
+        let (label, fate) = match i % 10 {
+            0 => ("delivered twice at once", Fate::Normal),
+            3 => ("delivered again later", Fate::Normal),
+            5 => ("worker cancelled mid-processing", Fate::Cancelled),
+            7 => ("worker killed mid-processing", Fate::Killed),
+            8 => ("carrier down on first attempt", Fate::CarrierDown),
+            _ => ("delivered once", Fate::Normal),
+        };
+        *plan.entry(label).or_default() += 1;
+        broker.publish(first(fate));
+        match i % 10 {
+            0 => broker.publish(first(Fate::Normal)),
+            3 => broker.publish_later(first(Fate::Normal), Duration::from_millis(150)),
+            _ => {}
+        }
+    }
+
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            tokio::spawn(worker(
+                Arc::clone(&consumer),
+                Arc::clone(&broker),
+                Arc::clone(&counters),
+            ))
+        })
+        .collect();
+    let all = async {
+        for w in workers {
+            w.await.expect("worker panicked");
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .is_err()
+    {
+        eprintln!("FAILED: the consumers did not drain the queue within 60s");
+        return ExitCode::FAILURE;
+    }
+
+    println!("queue_consumer: {MESSAGES} messages, {WORKERS} workers, in-memory store");
+    for (label, n) in &plan {
+        println!("  {n:>4} {label}");
+    }
+    let c = &counters;
+    println!("deliveries: {}", broker.deliveries.load(Ordering::SeqCst));
+    println!(
+        "  executed:                   {}",
+        c.executed.load(Ordering::SeqCst)
+    );
+    println!(
+        "  replayed:                   {}",
+        c.replayed.load(Ordering::SeqCst)
+    );
+    println!(
+        "  in flight, redelivered:     {}",
+        c.in_flight.load(Ordering::SeqCst)
+    );
+    println!(
+        "  transient failure, retried: {}",
+        c.transient.load(Ordering::SeqCst)
+    );
+    println!(
+        "  worker cancelled:           {}",
+        c.cancelled.load(Ordering::SeqCst)
+    );
+    println!(
+        "  worker killed:              {}",
+        c.killed.load(Ordering::SeqCst)
+    );
+
+    let shipments = warehouse.shipments.lock().expect("lock").clone();
+    let refusals = warehouse.refusals.lock().expect("lock").clone();
+    let acked = c.acked.lock().expect("lock").clone();
+    let mut failures = Vec::new();
+    for i in 0..MESSAGES {
+        let id = format!("msg-{i:04}");
+        let effects =
+            shipments.get(&id).copied().unwrap_or(0) + refusals.get(&id).copied().unwrap_or(0);
+        if effects != 1 {
+            failures.push(format!("{id}: effect happened {effects} times"));
+        }
+        if !acked.contains(&id) {
+            failures.push(format!("{id}: never acknowledged"));
+        }
+    }
+    if c.executed.load(Ordering::SeqCst) != MESSAGES {
+        failures.push(format!(
+            "{} executions recorded for {MESSAGES} messages",
+            c.executed.load(Ordering::SeqCst)
+        ));
+    }
+    println!(
+        "checked: each of {MESSAGES} messages acknowledged, and its effect ({} shipments, {} out-of-stock refusals) happened exactly once",
+        shipments.len(),
+        refusals.len()
+    );
+    if failures.is_empty() {
+        println!("OK: exactly once");
+        ExitCode::SUCCESS
+    } else {
+        for f in &failures {
+            eprintln!("FAILED: {f}");
+        }
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Makes sure the Redis and PostgreSQL that the tests use are up on 127.0.0.1:
+# starts them when they are not running, installing the Debian packages first
+# when they are missing. Does nothing when both already answer.
+set -euo pipefail
+
+log() { printf 'services: %s\n' "$*" >&2; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() {
+    local port=$1 name=$2
+    for _ in $(seq 1 60); do
+        if port_open "$port"; then return 0; fi
+        sleep 0.5
+    done
+    log "$name did not come up on 127.0.0.1:$port"
+    return 1
+}
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_install() {
+    log "installing $*"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_redis() {
+    if port_open 6379; then return 0; fi
+    command -v redis-server >/dev/null || apt_install redis-server
+    log "starting redis-server on 127.0.0.1:6379"
+    as_root mkdir -p /var/lib/redis /var/log/redis
+    as_root redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" \
+        --appendonly no --dir /var/lib/redis --logfile /var/log/redis/idem-tests.log
+    wait_port 6379 redis
+}
+
+ensure_postgres() {
+    if port_open 5432; then return 0; fi
+    if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
+        apt_install postgresql
+    fi
+    local version
+    version=$(ls /etc/postgresql | sort -V | tail -n 1)
+    local hba="/etc/postgresql/$version/main/pg_hba.conf"
+    # The tests connect as `postgres` over TCP from this machine only.
+    if ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then
+        log "allowing local TCP connections in $hba"
+        as_root sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+    fi
+    log "starting PostgreSQL $version"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    wait_port 5432 postgresql
+    if ! as_root su postgres -c "psql -Atqc \"select 1 from pg_database where datname = 'test'\"" | grep -q 1; then
+        as_root su postgres -c "createdb test"
+    fi
+}
+
+ensure_redis
+ensure_postgres
+log "redis on 127.0.0.1:6379 and postgresql on 127.0.0.1:5432 are up"

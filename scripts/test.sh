@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The project's one test command: formatting, lints, every test (unit,
+# conformance, property, end to end, doc tests) and the runnable examples.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/services.sh
+
+echo "==> cargo fmt --all --check"
+cargo fmt --all --check
+
+echo "==> cargo clippy --workspace --all-targets --all-features -- -D warnings"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+echo "==> tests"
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --all-features --no-fail-fast
+else
+    cargo test --workspace --all-features --no-fail-fast --lib --bins --tests
+fi
+
+echo "==> doc tests"
+cargo test --workspace --all-features --doc
+
+echo "==> example: queue_consumer"
+cargo run --quiet --example queue_consumer
+
+echo "==> all green"

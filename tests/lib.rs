@@ -1,0 +1,1 @@
+//! Cross-crate tests of idem. The tests live in `tests/*.rs` of this package.

@@ -1,0 +1,544 @@
+//! Engine behaviour on the in-memory store: exactly-once under contention,
+//! cancellation, panics, lease renewal, failure recording, waiting.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::{
+    Begin, Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, MemoryStore, OnInFlight,
+    Policy, Ran, Scope, Store,
+};
+use serde::{Deserialize, Serialize};
+
+fn call(key: &str, input: &serde_json::Value) -> Call {
+    Call::new(
+        Scope::new("tests"),
+        IdempotencyKey::parse(key).expect("valid key"),
+        Fingerprint::of("op", input).expect("fingerprint"),
+    )
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum PayError {
+    Declined(String),
+    Timeout,
+}
+
+impl Failure for PayError {
+    fn is_final(&self) -> bool {
+        matches!(self, PayError::Declined(_))
+    }
+}
+
+impl std::fmt::Display for PayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousand_tasks_on_one_key_execute_once() {
+    let engine = Engine::new(MemoryStore::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let c = call("one-key", &serde_json::json!({"amount": 10}));
+    let start = Arc::new(tokio::sync::Barrier::new(1000));
+    let mut tasks = Vec::new();
+    for _ in 0..1000 {
+        let (engine, runs, c, start) = (
+            engine.clone(),
+            Arc::clone(&runs),
+            c.clone(),
+            Arc::clone(&start),
+        );
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            engine
+                .run(&c, |_claim| async move {
+                    let n = runs.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok::<_, PayError>(format!("receipt-{n}"))
+                })
+                .await
+        }));
+    }
+    let (mut executed, mut replayed, mut in_flight) = (0, 0, 0);
+    for t in tasks {
+        match t.await.expect("task") {
+            Ok(Ran::Executed(r)) => {
+                executed += 1;
+                assert_eq!(r, "receipt-0");
+            }
+            Ok(Ran::Replayed(r)) => {
+                replayed += 1;
+                assert_eq!(r, "receipt-0", "a replay returns the first result");
+            }
+            Err(Error::InFlight { retry_after }) => {
+                in_flight += 1;
+                assert!(retry_after > Duration::ZERO);
+            }
+            Err(e) => panic!("unexpected answer: {e}"),
+        }
+    }
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the operation ran exactly once"
+    );
+    assert_eq!(executed, 1);
+    assert_eq!(executed + replayed + in_flight, 1000);
+    // After completion, every further call replays.
+    let again = engine
+        .run(&c, |_| async { Ok::<_, PayError>("never".to_string()) })
+        .await
+        .expect("replay");
+    assert_eq!(again, Ran::Replayed("receipt-0".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_duplicates_get_the_first_result() {
+    let engine = Engine::new(MemoryStore::new()).with_policy(Policy::default().on_in_flight(
+        OnInFlight::Wait {
+            max: Duration::from_secs(10),
+        },
+    ));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let c = call("wait", &serde_json::json!(1));
+    let mut tasks = Vec::new();
+    for _ in 0..64 {
+        let (engine, runs, c) = (engine.clone(), Arc::clone(&runs), c.clone());
+        tasks.push(tokio::spawn(async move {
+            engine
+                .run(&c, |_| async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Ok::<_, PayError>(7u32)
+                })
+                .await
+        }));
+    }
+    let mut replayed = 0;
+    for t in tasks {
+        let ran = t
+            .await
+            .expect("task")
+            .expect("every waiter gets the result");
+        assert_eq!(*ran.get(), 7);
+        replayed += usize::from(ran.is_replayed());
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(replayed, 63);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_gives_up_after_max() {
+    let engine = Engine::new(MemoryStore::new());
+    let c = call("wait-max", &serde_json::json!(1));
+    let slow = {
+        let (engine, c) = (engine.clone(), c.clone());
+        tokio::spawn(async move {
+            engine
+                .run(&c, |_| async {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    Ok::<_, PayError>(1u8)
+                })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waited = engine
+        .run(
+            &c.clone().on_in_flight(OnInFlight::Wait {
+                max: Duration::from_millis(300),
+            }),
+            |_| async { Ok::<_, PayError>(2u8) },
+        )
+        .await;
+    assert!(
+        matches!(waited, Err(Error::InFlight { .. })),
+        "got {waited:?}"
+    );
+    slow.abort();
+}
+
+#[tokio::test]
+async fn dropped_future_frees_the_key_well_before_lease_end() {
+    let store = MemoryStore::new();
+    let engine =
+        Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_secs(60)));
+    let c = call("cancel", &serde_json::json!("x"));
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let task = {
+        let (engine, c) = (engine.clone(), c.clone());
+        tokio::spawn(async move {
+            engine
+                .run(&c, |_| async move {
+                    let _ = started_tx.send(());
+                    std::future::pending::<()>().await;
+                    Ok::<_, PayError>(())
+                })
+                .await
+        })
+    };
+    started_rx.await.expect("operation started");
+    let busy = store
+        .begin(c.record_id(), c.fingerprint(), Duration::from_secs(1))
+        .await;
+    assert!(
+        matches!(busy, Ok(Begin::InFlight { .. })),
+        "claimed while running: {busy:?}"
+    );
+    task.abort();
+    let _ = task.await;
+    // The release is spawned by the dropped future; it must land within a
+    // fraction of a second, not after the 60s lease.
+    let freed = wait_until_acquirable(&store, &c, Duration::from_secs(5)).await;
+    assert!(freed, "the key must be free again right after cancellation");
+}
+
+#[tokio::test]
+async fn panicking_operation_frees_the_key_and_runs_on_retry() {
+    let store = MemoryStore::new();
+    let engine = Engine::new(store.clone());
+    let c = call("panic", &serde_json::json!("x"));
+    let task = {
+        let (engine, c) = (engine.clone(), c.clone());
+        tokio::spawn(async move {
+            engine
+                .run(&c, |claim| async move {
+                    if claim.ttl() > Duration::ZERO {
+                        panic!("operation blew up");
+                    }
+                    Ok::<_, PayError>(0u8)
+                })
+                .await
+        })
+    };
+    let joined = task.await;
+    assert!(joined.expect_err("the panic propagates").is_panic());
+    let retried = tokio::time::timeout(
+        Duration::from_secs(5),
+        engine.run(
+            &c.clone().on_in_flight(OnInFlight::Wait {
+                max: Duration::from_secs(5),
+            }),
+            |_| async { Ok::<_, PayError>(1u8) },
+        ),
+    )
+    .await
+    .expect("no hang");
+    assert_eq!(retried.expect("retry runs"), Ran::Executed(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_renewal_keeps_a_slow_operation_exclusive() {
+    let store = MemoryStore::new();
+    let lease = Duration::from_millis(300);
+    let engine = Engine::new(store.clone()).with_policy(Policy::default().lease(lease));
+    let c = call("slow", &serde_json::json!("x"));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let slow = {
+        let (engine, c, runs) = (engine.clone(), c.clone(), Arc::clone(&runs));
+        tokio::spawn(async move {
+            engine
+                .run(&c, |claim| async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    let _ = started_tx.send(());
+                    tokio::time::sleep(lease * 3).await;
+                    assert!(!claim.is_lost(), "the claim was renewed, not lost");
+                    Ok::<_, PayError>(claim.fencing_token().0)
+                })
+                .await
+        })
+    };
+    // Duplicates throughout three lease lengths: none may take over.
+    started_rx.await.expect("the slow operation started");
+    let mut attempts = 0;
+    while !slow.is_finished() {
+        let dup = engine.run(&c, |_| async { Ok::<_, PayError>(0u64) }).await;
+        match dup {
+            Err(Error::InFlight { .. }) | Ok(Ran::Replayed(_)) => {}
+            other => panic!("a duplicate must never run while the slow one is alive: {other:?}"),
+        }
+        attempts += 1;
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(attempts > 10, "duplicates were tried throughout");
+    let token = slow
+        .await
+        .expect("task")
+        .expect("the slow operation completes");
+    assert!(matches!(token, Ran::Executed(t) if t > 0));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let replay = engine
+        .run(&c, |_| async { Ok::<_, PayError>(0u64) })
+        .await
+        .expect("replay");
+    assert_eq!(replay, Ran::Replayed(*token.get()));
+}
+
+/// Delegates to a real `MemoryStore` but cannot reach it for renewals, as an
+/// instance cut off from the store (or frozen in a pause) would be.
+struct RenewalsCutOff(MemoryStore);
+
+#[idem_core::async_trait]
+impl Store for RenewalsCutOff {
+    async fn begin(
+        &self,
+        id: &idem_core::RecordId,
+        fp: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, idem_core::StoreError> {
+        self.0.begin(id, fp, lease).await
+    }
+    async fn complete(
+        &self,
+        id: &idem_core::RecordId,
+        lease: &idem_core::Lease,
+        o: &idem_core::Outcome,
+        ttl: Duration,
+    ) -> Result<(), idem_core::StoreError> {
+        self.0.complete(id, lease, o, ttl).await
+    }
+    async fn release(
+        &self,
+        id: &idem_core::RecordId,
+        lease: &idem_core::Lease,
+    ) -> Result<(), idem_core::StoreError> {
+        self.0.release(id, lease).await
+    }
+    async fn renew(
+        &self,
+        _: &idem_core::RecordId,
+        _: &idem_core::Lease,
+        _: Duration,
+    ) -> Result<idem_core::Lease, idem_core::StoreError> {
+        Err(idem_core::StoreError::unavailable("renew", "cut off"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_that_lost_its_lease_is_fenced_and_changes_nothing() {
+    let store = MemoryStore::new();
+    let lease = Duration::from_millis(150);
+    let cut_off =
+        Engine::new(RenewalsCutOff(store.clone())).with_policy(Policy::default().lease(lease));
+    let healthy =
+        Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_secs(30)));
+    let c = call("fenced", &serde_json::json!("x"));
+
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let first = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            cut_off
+                .run(&c, |claim| async move {
+                    let _ = go_rx.await;
+                    Ok::<_, PayError>(("first".to_string(), claim.fencing_token()))
+                })
+                .await
+        })
+    };
+    // The first holder stalls past its lease; a second instance takes over.
+    tokio::time::sleep(lease * 3).await;
+    let second = healthy
+        .run(&c, |claim| async move {
+            Ok::<_, PayError>(("second".to_string(), claim.fencing_token()))
+        })
+        .await
+        .expect("the second instance takes the expired claim over");
+    let Ran::Executed((who, second_token)) = second else {
+        panic!("expected the second instance to execute, got {second:?}")
+    };
+    assert_eq!(who, "second");
+
+    // The first holder wakes up and finishes: it is fenced off.
+    let _ = go_tx.send(());
+    let late = first.await.expect("task");
+    match late {
+        Err(Error::LeaseLost) => {}
+        other => panic!("the stale holder must get LeaseLost, got {other:?}"),
+    }
+    // Nothing it did changed the record: the second result is replayed.
+    let replay = healthy
+        .run(&c, |_| async {
+            Ok::<_, PayError>(("third".to_string(), idem_core::FencingToken(0)))
+        })
+        .await
+        .expect("replay");
+    assert_eq!(replay, Ran::Replayed(("second".to_string(), second_token)));
+}
+
+#[tokio::test]
+async fn final_failures_are_recorded_and_transient_ones_released() {
+    let engine = Engine::new(MemoryStore::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let declined = call("declined", &serde_json::json!(1));
+    for expect_replay in [false, true] {
+        let runs = Arc::clone(&runs);
+        let got = engine
+            .run(&declined, |_| async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Err::<u8, _>(PayError::Declined("insufficient funds".into()))
+            })
+            .await;
+        match got {
+            Err(Error::Failed(ran)) => {
+                assert_eq!(ran.is_replayed(), expect_replay);
+                assert_eq!(
+                    ran.into_inner(),
+                    PayError::Declined("insufficient funds".into())
+                );
+            }
+            other => panic!("expected the final failure, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "a final failure is not run again"
+    );
+
+    let flaky = call("timeout", &serde_json::json!(1));
+    let attempts = Arc::new(AtomicUsize::new(0));
+    for _ in 0..2 {
+        let attempts = Arc::clone(&attempts);
+        let got = engine
+            .run(&flaky, |_| async move {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                Err::<u8, _>(PayError::Timeout)
+            })
+            .await;
+        assert!(
+            matches!(got, Err(Error::Failed(Ran::Executed(PayError::Timeout)))),
+            "got {got:?}"
+        );
+    }
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        2,
+        "a transient failure releases the claim"
+    );
+    let ok = engine
+        .run(&flaky, |_| async { Ok::<_, PayError>(5u8) })
+        .await;
+    assert_eq!(ok.expect("third try succeeds"), Ran::Executed(5));
+}
+
+#[tokio::test]
+async fn key_reused_for_another_request_is_a_mismatch_and_runs_nothing() {
+    let engine = Engine::new(MemoryStore::new());
+    let first = call("reused", &serde_json::json!({"amount": 1000}));
+    let other = call("reused", &serde_json::json!({"amount": 9999}));
+    engine
+        .run(&first, |_| async { Ok::<_, PayError>(1u8) })
+        .await
+        .expect("first");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r2 = Arc::clone(&ran);
+    let got = engine
+        .run(&other, |_| async move {
+            r2.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, PayError>(2u8)
+        })
+        .await;
+    assert!(matches!(got, Err(Error::Mismatch)), "got {got:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert!(got.unwrap_err().to_string().contains("different request"));
+}
+
+#[tokio::test]
+async fn same_key_in_two_scopes_is_two_operations() {
+    let engine = Engine::new(MemoryStore::new());
+    let key = IdempotencyKey::parse("k-1").expect("key");
+    let fp = Fingerprint::of("op", &1).expect("fp");
+    let a = Call::new("account-a", key.clone(), fp);
+    let b = Call::new("account-b", key, fp);
+    assert_eq!(
+        engine
+            .run(&a, |_| async { Ok::<_, PayError>('a') })
+            .await
+            .expect("a"),
+        Ran::Executed('a')
+    );
+    assert_eq!(
+        engine
+            .run(&b, |_| async { Ok::<_, PayError>('b') })
+            .await
+            .expect("b"),
+        Ran::Executed('b')
+    );
+}
+
+#[tokio::test]
+async fn full_store_fails_closed_and_never_evicts_in_flight_records() {
+    let store = MemoryStore::builder().capacity(2).build();
+    let engine = Engine::new(store.clone());
+    let held = call("held", &serde_json::json!(0));
+    let lease = match store
+        .begin(
+            held.record_id(),
+            held.fingerprint(),
+            Duration::from_secs(60),
+        )
+        .await
+    {
+        Ok(Begin::Acquired(l)) => l,
+        other => panic!("{other:?}"),
+    };
+    engine
+        .run(&call("done", &serde_json::json!(0)), |_| async {
+            Ok::<_, PayError>(0u8)
+        })
+        .await
+        .expect("fits");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r2 = Arc::clone(&ran);
+    let got = engine
+        .run(&call("third", &serde_json::json!(0)), |_| async move {
+            r2.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, PayError>(0u8)
+        })
+        .await;
+    match got {
+        Err(Error::Store(ref e)) => {
+            assert!(e.is_transient());
+            assert!(e.to_string().contains("maximum of 2"), "{e}");
+        }
+        ref other => panic!("a full store must refuse, got {other:?}"),
+    }
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "the operation must not run when the store refuses"
+    );
+    // The in-flight record is intact: its holder still completes.
+    store
+        .complete(
+            held.record_id(),
+            &lease,
+            &idem_core::Outcome::new(b"x".to_vec()),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the in-flight record was not evicted");
+}
+
+async fn wait_until_acquirable(store: &MemoryStore, c: &Call, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(Begin::Acquired(l)) = store
+            .begin(c.record_id(), c.fingerprint(), Duration::from_secs(1))
+            .await
+        {
+            store
+                .release(c.record_id(), &l)
+                .await
+                .expect("release probe");
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}

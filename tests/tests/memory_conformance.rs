@@ -1,0 +1,15 @@
+//! The store conformance kit against `MemoryStore`.
+
+idem_core::store_conformance_tests!(|| async { idem_core::MemoryStore::new() });
+
+/// The same kit through a store with a tiny capacity and few shards, so that
+/// expiry on access and the purge-on-full path are exercised by every check.
+mod small {
+    idem_core::store_conformance_tests!(|| async {
+        idem_core::MemoryStore::builder()
+            .capacity(256)
+            .shards(2)
+            .purge_interval(Some(std::time::Duration::from_millis(50)))
+            .build()
+    });
+}
