@@ -273,28 +273,8 @@ async fn worker(consumer: Arc<Consumer>, broker: Arc<Broker>, counters: Arc<Coun
     }
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-
-    // A short lease so that a killed worker's claim is taken over quickly.
-    let engine = Engine::new(MemoryStore::new()).with_policy(
-        Policy::default()
-            .lease(Duration::from_millis(300))
-            .ttl(Duration::from_secs(3600)),
-    );
-    let warehouse = Arc::new(Warehouse::default());
-    let consumer = Arc::new(Consumer {
-        engine,
-        warehouse: Arc::clone(&warehouse),
-    });
-    let broker = Arc::new(Broker::default());
-    let counters = Arc::new(Counters::default());
-
+/// Publishes every message with its planned fate; returns how many got each.
+fn publish(broker: &Arc<Broker>) -> BTreeMap<&'static str, usize> {
     let mut plan = BTreeMap::<&str, usize>::new();
     for i in 0..MESSAGES {
         let order = u32::try_from(i).unwrap_or(u32::MAX) + 1000;
@@ -329,33 +309,20 @@ async fn main() -> ExitCode {
         }
     }
 
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|_| {
-            tokio::spawn(worker(
-                Arc::clone(&consumer),
-                Arc::clone(&broker),
-                Arc::clone(&counters),
-            ))
-        })
-        .collect();
-    let all = async {
-        for w in workers {
-            w.await.expect("worker panicked");
-        }
-    };
-    if tokio::time::timeout(Duration::from_secs(60), all)
-        .await
-        .is_err()
-    {
-        eprintln!("FAILED: the consumers did not drain the queue within 60s");
-        return ExitCode::FAILURE;
-    }
+    plan
+}
 
+/// Prints what happened and checks that each message took effect exactly once.
+fn report(
+    plan: &BTreeMap<&str, usize>,
+    broker: &Broker,
+    c: &Counters,
+    warehouse: &Warehouse,
+) -> ExitCode {
     println!("queue_consumer: {MESSAGES} messages, {WORKERS} workers, in-memory store");
-    for (label, n) in &plan {
+    for (label, n) in plan {
         println!("  {n:>4} {label}");
     }
-    let c = &counters;
     println!("deliveries: {}", broker.deliveries.load(Ordering::SeqCst));
     println!(
         "  executed:                   {}",
@@ -417,4 +384,53 @@ async fn main() -> ExitCode {
         }
         ExitCode::FAILURE
     }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+
+    // A short lease so that a killed worker's claim is taken over quickly.
+    let engine = Engine::new(MemoryStore::new()).with_policy(
+        Policy::default()
+            .lease(Duration::from_millis(300))
+            .ttl(Duration::from_secs(3600)),
+    );
+    let warehouse = Arc::new(Warehouse::default());
+    let consumer = Arc::new(Consumer {
+        engine,
+        warehouse: Arc::clone(&warehouse),
+    });
+    let broker = Arc::new(Broker::default());
+    let counters = Arc::new(Counters::default());
+
+    let plan = publish(&broker);
+
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            tokio::spawn(worker(
+                Arc::clone(&consumer),
+                Arc::clone(&broker),
+                Arc::clone(&counters),
+            ))
+        })
+        .collect();
+    let all = async {
+        for w in workers {
+            w.await.expect("worker panicked");
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .is_err()
+    {
+        eprintln!("FAILED: the consumers did not drain the queue within 60s");
+        return ExitCode::FAILURE;
+    }
+
+    report(&plan, &broker, &counters, &warehouse)
 }

@@ -215,6 +215,25 @@ impl Failure for Infallible {
     }
 }
 
+/// The error type of an operation that cannot fail, for [`Engine::run`]
+/// (which needs a serializable error type, which `Infallible` is not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Never {}
+
+impl Failure for Never {
+    fn is_final(&self) -> bool {
+        match *self {}
+    }
+}
+
+impl fmt::Display for Never {
+    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {}
+    }
+}
+
+impl std::error::Error for Never {}
+
 /// The claim an operation runs under, handed to the operation.
 ///
 /// Pass [`fencing_token`](Self::fencing_token) to downstream systems so that
@@ -301,10 +320,10 @@ pub enum Execution<T> {
 /// );
 ///
 /// let first = engine
-///     .run(&call, |_claim| async { Ok::<_, std::convert::Infallible>(String::from("shipment-1")) })
+///     .run(&call, |_claim| async { Ok::<_, idem_core::Never>(String::from("shipment-1")) })
 ///     .await?;
 /// let again = engine
-///     .run(&call, |_claim| async { Ok::<_, std::convert::Infallible>(String::from("shipment-2")) })
+///     .run(&call, |_claim| async { Ok::<_, idem_core::Never>(String::from("shipment-2")) })
 ///     .await?;
 /// assert_eq!(first, Ran::Executed("shipment-1".to_string()));
 /// assert_eq!(again, Ran::Replayed("shipment-1".to_string()));

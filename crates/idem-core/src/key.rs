@@ -12,7 +12,8 @@ pub const MAX_KEY_LEN: usize = 255;
 /// [`IdempotencyKey::parse`] accepts the key either as a bare token
 /// (`8e03978e-40d5-43e8-bc93-6894a57f9324`) or in the RFC 8941 `sf-string` form
 /// that the IETF Idempotency-Key draft specifies (`"8e03978e-..."`, with `\"` and
-/// `\\` escapes). Both forms of the same characters are the same key.
+/// `\\` escapes). Both forms of the same characters are the same key. A value
+/// that opens with `"` is always read as a quoted string.
 ///
 /// The key is never stored: stores see only the [`RecordId`] digest of scope and
 /// key. Its `Debug` form shows it, since keys are not secrets to the server that

@@ -71,7 +71,8 @@ mod store;
 pub mod testing;
 
 pub use engine::{
-    encode_result, Call, Claim, Completion, Engine, Execution, Failure, OnInFlight, Policy, Ran,
+    encode_result, Call, Claim, Completion, Engine, Execution, Failure, Never, OnInFlight, Policy,
+    Ran,
 };
 pub use error::{CodecError, Error};
 pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};

@@ -15,12 +15,18 @@
 //! | in-flight or completed, other fp | begin | `Mismatch` | none |
 //! | in-flight, holder's token | complete | `Completed` | put completed until `now + ttl` |
 //! | completed by the holder's token | complete | `Completed` | none (first outcome kept) |
-//! | in-flight, holder's token | release | `Released` | delete |
+//! | in-flight, holder's token | release | `Released` | the lease ends now |
 //! | in-flight, holder's token | renew | `Renewed` | lease until `now + duration` |
 //! | anything else | complete, release, renew | `LeaseLost` | none |
 //!
 //! A record is *live* while it is in flight before its lease deadline, or
 //! completed before its expiry; a record that is not live counts as none.
+//!
+//! A new claim's fencing token is `max(previous token + 1, now)`, so tokens
+//! grow for as long as a record (live or not) is kept, and from the clock once
+//! it is gone. A store may drop a record that is not live only once the clock
+//! has passed its token ([`Record::droppable`]): then no later claim can get a
+//! token equal to or below it.
 //!
 //! [`MemoryStore`]: crate::MemoryStore
 
@@ -64,6 +70,13 @@ impl Record {
             RecordState::InFlight { lease_until } => lease_until > now,
             RecordState::Completed { expires_at, .. } => expires_at > now,
         }
+    }
+
+    /// Whether a store may forget this record at `now`: it is not live, and
+    /// the clock has passed its token, so that a token drawn from the clock
+    /// later is still greater.
+    pub fn droppable(&self, now: u64) -> bool {
+        !self.is_live(now) && self.token.0 < now
     }
 
     /// When the record stops being live.
@@ -130,8 +143,6 @@ pub enum Effect {
     Keep,
     /// Store this record.
     Put(Record),
-    /// Remove the record.
-    Delete,
 }
 
 /// Converts a duration to microseconds, saturating.
@@ -209,7 +220,14 @@ pub fn step(record: Option<&Record>, now: u64, event: Event<'_>) -> (Answer, Eff
             Some(r)
                 if r.token == lease.token && matches!(r.state, RecordState::InFlight { .. }) =>
             {
-                (Answer::Released, Effect::Delete)
+                (
+                    Answer::Released,
+                    Effect::Put(Record {
+                        fingerprint: r.fingerprint,
+                        token: r.token,
+                        state: RecordState::InFlight { lease_until: now },
+                    }),
+                )
             }
             _ => (Answer::LeaseLost, Effect::Keep),
         },
@@ -456,12 +474,33 @@ mod tests {
     // ---- release ----------------------------------------------------------------
 
     #[test]
-    fn release_by_holder_deletes() {
+    fn release_by_holder_ends_the_lease_now_and_keeps_token_order() {
         let r = in_flight(7, 60 * S);
+        let (a, e) = step(Some(&r), 55 * S, Event::Release { lease: &lease(7) });
+        assert_eq!(a, Answer::Released);
+        let Effect::Put(released) = e else {
+            panic!("{e:?}")
+        };
         assert_eq!(
-            step(Some(&r), 55 * S, Event::Release { lease: &lease(7) }),
-            (Answer::Released, Effect::Delete)
+            released.state,
+            RecordState::InFlight {
+                lease_until: 55 * S
+            }
         );
+        assert!(!released.is_live(55 * S), "released means free at once");
+        // A retry in the same microsecond still gets a greater token.
+        let (a, _) = step(Some(&released), 55 * S, begin(1).0);
+        assert!(matches!(a, Answer::Begin(Begin::Acquired(l)) if l.token == FencingToken(55 * S)));
+        let tombstone = in_flight(55 * S, 55 * S);
+        let (a, _) = step(Some(&tombstone), 55 * S, begin(1).0);
+        assert!(
+            matches!(a, Answer::Begin(Begin::Acquired(l)) if l.token == FencingToken(55 * S + 1))
+        );
+        assert!(
+            !tombstone.droppable(55 * S),
+            "kept until the clock passes its token"
+        );
+        assert!(tombstone.droppable(55 * S + 1));
     }
 
     #[test]

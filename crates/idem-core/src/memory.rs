@@ -211,7 +211,7 @@ impl Inner {
         for shard in &*self.shards {
             let mut map = lock(shard);
             let before = map.len();
-            map.retain(|_, r| r.is_live(now));
+            map.retain(|_, r| !r.droppable(now));
             purged += before - map.len();
         }
         self.len.fetch_sub(purged, Ordering::SeqCst);
@@ -225,7 +225,7 @@ impl Inner {
         let mut map = lock(self.shard(id));
         let found = map.get(id);
         let existed = found.is_some();
-        let stale = found.is_some_and(|r| !r.is_live(now));
+        let stale = found.is_some_and(|r| r.droppable(now));
         let (answer, effect) = machine::step(found, now, event);
         match effect {
             Effect::Put(record) => {
@@ -233,11 +233,6 @@ impl Inner {
                     return None;
                 }
                 map.insert(*id, record);
-            }
-            Effect::Delete => {
-                if map.remove(id).is_some() {
-                    self.len.fetch_sub(1, Ordering::SeqCst);
-                }
             }
             Effect::Keep => {
                 if stale && map.remove(id).is_some() {
