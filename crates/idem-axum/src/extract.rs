@@ -1,0 +1,184 @@
+//! `Idempotent`: the extractor for handler-level idempotency.
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::extract::{FromRef, FromRequestParts, MatchedPath};
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::Method;
+use idem_core::{Call, Claim, Engine, FingerprintError, IdempotencyKey, OnInFlight, Scope};
+use serde::Serialize;
+
+use crate::exec::{self, key_from_headers, key_missing, request_fingerprint, RecordPolicy, Settings};
+use crate::problem::Problem;
+
+/// The idempotency context of one request, for handlers that make themselves
+/// idempotent (and for the `#[idempotent]` attribute).
+///
+/// Extracting it requires an `Idempotency-Key` header (a missing or malformed
+/// one is refused with 400 before the handler runs) and an [`Engine`] in the
+/// router state (`Engine: FromRef<S>`). The handler then passes its scope and
+/// its parsed input to [`run`](Self::run), which fingerprints them with the
+/// method, route, path and query, and runs the operation once per key.
+///
+/// ```no_run
+/// use axum::{extract::{FromRef, Path, State}, http::StatusCode, routing::post, Json, Router};
+/// use idem_axum::Idempotent;
+/// use idem_core::{Engine, MemoryStore};
+/// use serde::Deserialize;
+///
+/// #[derive(Clone, FromRef)]
+/// struct App { engine: Engine }
+///
+/// #[derive(Deserialize, serde::Serialize)]
+/// struct Debit { amount: u64 }
+///
+/// async fn debit(
+///     idem: Idempotent,
+///     Path(account): Path<String>,
+///     Json(req): Json<Debit>,
+/// ) -> axum::response::Response {
+///     idem.run(account.as_str(), &req, |_claim| async move {
+///         (StatusCode::CREATED, format!("debited {}", req.amount))
+///     })
+///     .await
+/// }
+///
+/// let app: Router = Router::new()
+///     .route("/accounts/{account}/debits", post(debit))
+///     .with_state(App { engine: Engine::new(MemoryStore::new()) });
+/// ```
+#[derive(Clone, Debug)]
+pub struct Idempotent {
+    engine: Engine,
+    key: IdempotencyKey,
+    method: Method,
+    route: Option<String>,
+    path: String,
+    query: Option<String>,
+    settings: Settings,
+    operation: String,
+    ttl: Option<Duration>,
+    lease: Option<Duration>,
+    on_in_flight: Option<OnInFlight>,
+}
+
+impl<S> FromRequestParts<S> for Idempotent
+where
+    Engine: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let key = key_from_headers(&parts.headers)?.ok_or_else(key_missing)?;
+        Ok(Self {
+            engine: Engine::from_ref(state),
+            key,
+            method: parts.method.clone(),
+            route: parts.extensions.get::<MatchedPath>().map(|m| m.as_str().to_owned()),
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().map(str::to_owned),
+            settings: Settings::default(),
+            operation: "http".to_owned(),
+            ttl: None,
+            lease: None,
+            on_in_flight: None,
+        })
+    }
+}
+
+impl Idempotent {
+    /// The request's key.
+    pub fn key(&self) -> &IdempotencyKey {
+        &self.key
+    }
+
+    /// Names the operation in the fingerprint (default `"http"`): keep it
+    /// stable across refactors, since a new name makes retries of old
+    /// requests mismatch.
+    #[must_use]
+    pub fn operation(mut self, name: impl Into<String>) -> Self {
+        self.operation = name.into();
+        self
+    }
+
+    /// Overrides the engine's record lifetime for this handler.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Overrides the engine's lease for this handler.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Overrides what a duplicate in flight gets (409, or waiting).
+    #[must_use]
+    pub fn on_in_flight(mut self, on_in_flight: OnInFlight) -> Self {
+        self.on_in_flight = Some(on_in_flight);
+        self
+    }
+
+    /// The largest response body recorded (default 1 MiB).
+    #[must_use]
+    pub fn max_response_body(mut self, bytes: usize) -> Self {
+        self.settings.max_response_body = bytes;
+        self
+    }
+
+    /// Which answers are recorded (default: all but 5xx).
+    #[must_use]
+    pub fn record(mut self, policy: RecordPolicy) -> Self {
+        self.settings.record = policy;
+        self
+    }
+
+    /// The engine call for `input` under `scope`: what [`run`](Self::run) executes.
+    pub fn call<I: Serialize + ?Sized>(&self, scope: impl Into<Scope>, input: &I) -> Result<Call, FingerprintError> {
+        let mut fp = request_fingerprint(
+            &self.operation,
+            &self.method,
+            self.route.as_deref(),
+            &self.path,
+            self.query.as_deref(),
+        );
+        fp.serialize("input", input)?;
+        let mut call = Call::new(scope, self.key.clone(), fp.finish());
+        if let Some(ttl) = self.ttl {
+            call = call.ttl(ttl);
+        }
+        if let Some(lease) = self.lease {
+            call = call.lease(lease);
+        }
+        if let Some(on_in_flight) = self.on_in_flight {
+            call = call.on_in_flight(on_in_flight);
+        }
+        Ok(call)
+    }
+
+    /// Runs `op` at most once for this key in `scope` and `input`, recording
+    /// its response; a retry gets the recorded response back, byte for byte,
+    /// with `Idempotent-Replayed: true`.
+    pub async fn run<I, F, Fut, R>(self, scope: impl Into<Scope>, input: &I, op: F) -> Response
+    where
+        I: Serialize + ?Sized,
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = R>,
+        R: IntoResponse,
+    {
+        let call = match self.call(scope, input) {
+            Ok(call) => call,
+            Err(e) => {
+                tracing::error!(target: "idem", error = %e, "handler input cannot be fingerprinted");
+                return http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
+            }
+        };
+        exec::respond(&self.engine, &call, &self.settings, op).await
+    }
+}

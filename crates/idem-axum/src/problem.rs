@@ -1,0 +1,145 @@
+//! RFC 9457 problem details for every answer idem gives on its own.
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderValue, StatusCode};
+
+/// The prefix of every problem `type` URI idem emits.
+pub const PROBLEM_TYPE_PREFIX: &str = "urn:idem:problem:";
+
+/// Which rule of the idempotency policy a request broke. Each kind has a
+/// stable `type` URI (`urn:idem:problem:<slug>`), a status and a title.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProblemKind {
+    /// 400: the route requires an `Idempotency-Key` header and none was sent.
+    KeyMissing,
+    /// 400: the key is empty, longer than 255 characters, not visible ASCII,
+    /// a badly quoted string, or sent more than once.
+    KeyMalformed,
+    /// 409: a request with this key is still being processed.
+    InFlight,
+    /// 422: the key was already used with a different request.
+    KeyReused,
+    /// 413: the request body is larger than the configured limit.
+    RequestTooLarge,
+    /// 400: the request body could not be read.
+    BodyUnreadable,
+    /// 503: the idempotency store cannot be reached; nothing was processed.
+    StoreUnavailable,
+    /// 409: the request was processed after its claim expired and was taken
+    /// over; its response was not recorded.
+    LeaseLost,
+    /// 500: a recorded response could not be read back.
+    ReplayUnreadable,
+}
+
+impl ProblemKind {
+    /// The slug in the `type` URI.
+    pub fn slug(self) -> &'static str {
+        match self {
+            ProblemKind::KeyMissing => "key-missing",
+            ProblemKind::KeyMalformed => "key-malformed",
+            ProblemKind::InFlight => "request-in-flight",
+            ProblemKind::KeyReused => "key-reused",
+            ProblemKind::RequestTooLarge => "request-too-large",
+            ProblemKind::BodyUnreadable => "body-unreadable",
+            ProblemKind::StoreUnavailable => "store-unavailable",
+            ProblemKind::LeaseLost => "lease-lost",
+            ProblemKind::ReplayUnreadable => "replay-unreadable",
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(self) -> StatusCode {
+        match self {
+            ProblemKind::KeyMissing | ProblemKind::KeyMalformed | ProblemKind::BodyUnreadable => {
+                StatusCode::BAD_REQUEST
+            }
+            ProblemKind::InFlight | ProblemKind::LeaseLost => StatusCode::CONFLICT,
+            ProblemKind::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            ProblemKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ProblemKind::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ProblemKind::ReplayUnreadable => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The short human-readable summary.
+    pub fn title(self) -> &'static str {
+        match self {
+            ProblemKind::KeyMissing => "Idempotency-Key header is missing",
+            ProblemKind::KeyMalformed => "Idempotency-Key header is malformed",
+            ProblemKind::InFlight => "A request with this Idempotency-Key is being processed",
+            ProblemKind::KeyReused => "Idempotency-Key was already used for a different request",
+            ProblemKind::RequestTooLarge => "Request body is too large",
+            ProblemKind::BodyUnreadable => "Request body could not be read",
+            ProblemKind::StoreUnavailable => "Idempotency store is unavailable",
+            ProblemKind::LeaseLost => "Request was processed but its response was not recorded",
+            ProblemKind::ReplayUnreadable => "Recorded response could not be read",
+        }
+    }
+
+    /// The full `type` URI.
+    pub fn type_uri(self) -> String {
+        format!("{PROBLEM_TYPE_PREFIX}{}", self.slug())
+    }
+}
+
+/// A problem answer: `application/problem+json` with `type`, `title`,
+/// `status` and `detail`, and `Retry-After` where retrying makes sense.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    kind: ProblemKind,
+    detail: String,
+    retry_after_secs: Option<u64>,
+}
+
+impl Problem {
+    /// A problem of `kind` with a `detail` that says what to do.
+    pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
+        Self {
+            kind,
+            detail: detail.into(),
+            retry_after_secs: None,
+        }
+    }
+
+    /// Adds a `Retry-After` header, in whole seconds.
+    #[must_use]
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> ProblemKind {
+        self.kind
+    }
+
+    /// The detail.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "type": self.kind.type_uri(),
+            "title": self.kind.title(),
+            "status": self.kind.status().as_u16(),
+            "detail": self.detail,
+        });
+        let mut response = Response::new(Body::from(body.to_string()));
+        *response.status_mut() = self.kind.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(secs) = self.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}

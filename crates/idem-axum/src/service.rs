@@ -1,0 +1,121 @@
+//! The service that `IdempotencyLayer` wraps around a route.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::MatchedPath;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{header, Request};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use idem_core::{Call, Engine};
+use tower_service::Service;
+
+use crate::exec::{self, is_json, key_from_headers, key_missing, request_fingerprint};
+use crate::layer::LayerConfig;
+use crate::problem::{Problem, ProblemKind};
+
+/// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
+#[derive(Clone)]
+pub struct IdempotencyService<S> {
+    pub(crate) inner: S,
+    pub(crate) engine: Engine,
+    pub(crate) config: Arc<LayerConfig>,
+}
+
+impl<S> fmt::Debug for IdempotencyService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyService").finish_non_exhaustive()
+    }
+}
+
+impl<S> Service<Request<Body>> for IdempotencyService<S>
+where
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        // The clone is not known to be ready; the original, which was polled
+        // ready, serves this request.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let (engine, config) = (self.engine.clone(), Arc::clone(&self.config));
+        Box::pin(async move { Ok(handle(inner, engine, &config, req).await) })
+    }
+}
+
+async fn handle<S>(mut inner: S, engine: Engine, config: &LayerConfig, req: Request<Body>) -> Response
+where
+    S: Service<Request<Body>, Response = Response, Error = Infallible>,
+{
+    if !config.methods.contains(req.method()) {
+        return pass(inner.call(req).await);
+    }
+    let key = match key_from_headers(req.headers()) {
+        Ok(Some(key)) => key,
+        Ok(None) if config.key_required => return key_missing().into_response(),
+        Ok(None) => return pass(inner.call(req).await),
+        Err(problem) => return problem.into_response(),
+    };
+    let (parts, body) = req.into_parts();
+    let scope = match (config.scope)(&parts) {
+        Ok(scope) => scope,
+        Err(response) => return response,
+    };
+    let limit = config.settings.max_request_body;
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit).into_response();
+    }
+    let bytes: Bytes = match Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(limit).into_response(),
+        Err(e) => {
+            return Problem::new(ProblemKind::BodyUnreadable, format!("the request body could not be read: {e}"))
+                .into_response()
+        }
+    };
+
+    let route = parts.extensions.get::<MatchedPath>().map(MatchedPath::as_str);
+    let mut fp = request_fingerprint("http", &parts.method, route, parts.uri.path(), parts.uri.query());
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(json) if is_json(&parts.headers) => fp.json("body", &json),
+        _ => fp.bytes("body", &bytes),
+    };
+    let call = Call::new(scope, key, fp.finish());
+    exec::respond(&engine, &call, &config.settings, |_claim| async move {
+        pass(inner.call(Request::from_parts(parts, Body::from(bytes))).await)
+    })
+    .await
+}
+
+fn pass(result: Result<Response, Infallible>) -> Response {
+    match result {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+fn too_large(limit: usize) -> Problem {
+    Problem::new(
+        ProblemKind::RequestTooLarge,
+        format!("the request body is larger than the {limit} bytes this endpoint accepts"),
+    )
+}
