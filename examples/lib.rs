@@ -1,2 +1,6 @@
-//! Runnable examples of idem; see the `[[example]]` targets of this package:
-//! `cargo run --example queue_consumer` from the repository root.
+//! Runnable examples of idem, and the code they share with the tests:
+//! `cargo run --example payments` and `cargo run --example queue_consumer`
+//! from the repository root.
+
+#[path = "payments/app.rs"]
+pub mod payments;

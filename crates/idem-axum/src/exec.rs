@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method};
-use idem_core::{Call, Claim, Completion, Engine, Error, Execution, FingerprintBuilder, IdempotencyKey};
+use idem_core::{
+    Call, Claim, Completion, Engine, Error, Execution, FingerprintBuilder, IdempotencyKey,
+};
 
 use crate::problem::{Problem, ProblemKind};
 use crate::record::{self, Buffered};
@@ -106,12 +108,19 @@ pub(crate) fn is_json(headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .map(|v| v.trim().to_ascii_lowercase())
-        .is_some_and(|v| v == "application/json" || (v.starts_with("application/") && v.ends_with("+json")))
+        .is_some_and(|v| {
+            v == "application/json" || (v.starts_with("application/") && v.ends_with("+json"))
+        })
 }
 
 /// Runs `handler` through the engine for `call`, recording its response, and
 /// answers with the handler's response, a replay, or a problem.
-pub(crate) async fn respond<F, Fut, R>(engine: &Engine, call: &Call, settings: &Settings, handler: F) -> Response
+pub(crate) async fn respond<F, Fut, R>(
+    engine: &Engine,
+    call: &Call,
+    settings: &Settings,
+    handler: F,
+) -> Response
 where
     F: FnOnce(Claim) -> Fut,
     Fut: Future<Output = R>,

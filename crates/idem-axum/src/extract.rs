@@ -10,7 +10,9 @@ use http::Method;
 use idem_core::{Call, Claim, Engine, FingerprintError, IdempotencyKey, OnInFlight, Scope};
 use serde::Serialize;
 
-use crate::exec::{self, key_from_headers, key_missing, request_fingerprint, RecordPolicy, Settings};
+use crate::exec::{
+    self, key_from_headers, key_missing, request_fingerprint, RecordPolicy, Settings,
+};
 use crate::problem::Problem;
 
 /// The idempotency context of one request, for handlers that make themselves
@@ -77,7 +79,10 @@ where
             engine: Engine::from_ref(state),
             key,
             method: parts.method.clone(),
-            route: parts.extensions.get::<MatchedPath>().map(|m| m.as_str().to_owned()),
+            route: parts
+                .extensions
+                .get::<MatchedPath>()
+                .map(|m| m.as_str().to_owned()),
             path: parts.uri.path().to_owned(),
             query: parts.uri.query().map(str::to_owned),
             settings: Settings::default(),
@@ -140,7 +145,11 @@ impl Idempotent {
     }
 
     /// The engine call for `input` under `scope`: what [`run`](Self::run) executes.
-    pub fn call<I: Serialize + ?Sized>(&self, scope: impl Into<Scope>, input: &I) -> Result<Call, FingerprintError> {
+    pub fn call<I: Serialize + ?Sized>(
+        &self,
+        scope: impl Into<Scope>,
+        input: &I,
+    ) -> Result<Call, FingerprintError> {
         let mut fp = request_fingerprint(
             &self.operation,
             &self.method,

@@ -3,16 +3,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use axum::response::Response;
 use http::request::Parts;
-use http::Method;
+use http::{Method, StatusCode};
 use idem_core::{Engine, Scope};
 use tower_layer::Layer;
 
 use crate::exec::{RecordPolicy, Settings};
 use crate::service::IdempotencyService;
 
-pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, Response> + Send + Sync;
+pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, StatusCode> + Send + Sync;
 
 /// A tower [`Layer`] that makes the routes it wraps idempotent.
 ///
@@ -42,7 +41,7 @@ pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, Response> + Send + Syn
 ///                     .extensions
 ///                     .get::<Principal>()
 ///                     .map(|p| Scope::new(p.0.clone()))
-///                     .ok_or_else(|| http::StatusCode::UNAUTHORIZED.into())
+///                     .ok_or(http::StatusCode::UNAUTHORIZED)
 ///             }),
 ///     );
 /// ```
@@ -107,11 +106,12 @@ impl IdempotencyLayer {
     }
 
     /// How to find a request's scope (the principal or tenant whose keys these
-    /// are). An `Err` response is returned to the client as is, before anything runs.
+    /// are). On `Err(status)` the client gets that status (with an empty body)
+    /// before anything runs.
     #[must_use]
     pub fn scope<F>(mut self, scope: F) -> Self
     where
-        F: Fn(&Parts) -> Result<Scope, Response> + Send + Sync + 'static,
+        F: Fn(&Parts) -> Result<Scope, StatusCode> + Send + Sync + 'static,
     {
         self.config_mut().scope = Arc::new(scope);
         self

@@ -41,8 +41,10 @@ fn is_recorded(name: &HeaderName, headers: &HeaderMap) -> bool {
 
 /// Encodes status, end-to-end headers (every value, in order) and body.
 pub(crate) fn encode(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Outcome {
-    let kept: Vec<(&HeaderName, &HeaderValue)> =
-        headers.iter().filter(|(n, _)| is_recorded(n, headers)).collect();
+    let kept: Vec<(&HeaderName, &HeaderValue)> = headers
+        .iter()
+        .filter(|(n, _)| is_recorded(n, headers))
+        .collect();
     let size = 4
         + 2
         + 4
@@ -143,25 +145,27 @@ pub(crate) async fn buffer(response: Response, limit: usize) -> Buffered {
         match body.frame().await {
             None => break,
             Some(Ok(frame)) => {
-                // Trailers are not recorded; a response that has them is
-                // served but not recorded.
-                let data = match frame.into_data() {
-                    Ok(data) => data,
-                    Err(_) => {
-                        let rest = Body::new(body);
-                        return Buffered::NotRecordable(Response::from_parts(parts, chain(buf.freeze(), rest)));
-                    }
+                // Trailers are neither recorded nor replayed.
+                let Ok(data) = frame.into_data() else {
+                    continue;
                 };
                 buf.extend_from_slice(&data);
                 if buf.len() > limit {
-                    return Buffered::NotRecordable(Response::from_parts(parts, chain(buf.freeze(), body)));
+                    return Buffered::NotRecordable(Response::from_parts(
+                        parts,
+                        chain(buf.freeze(), body),
+                    ));
                 }
             }
             Some(Err(e)) => {
                 tracing::warn!(target: "idem", error = %e, "response body failed; the response is not recorded");
                 let err = futures_util::stream::once(async move { Err::<Bytes, axum::Error>(e) });
-                let prefix = futures_util::stream::once(futures_util::future::ready(Ok(buf.freeze())));
-                return Buffered::NotRecordable(Response::from_parts(parts, Body::from_stream(prefix.chain(err))));
+                let prefix =
+                    futures_util::stream::once(futures_util::future::ready(Ok(buf.freeze())));
+                return Buffered::NotRecordable(Response::from_parts(
+                    parts,
+                    Body::from_stream(prefix.chain(err)),
+                ));
             }
         }
     }
@@ -171,7 +175,9 @@ pub(crate) async fn buffer(response: Response, limit: usize) -> Buffered {
 }
 
 fn chain(prefix: Bytes, rest: Body) -> Body {
-    let head = futures_util::stream::once(futures_util::future::ready(Ok::<Bytes, axum::Error>(prefix)));
+    let head = futures_util::stream::once(futures_util::future::ready(Ok::<Bytes, axum::Error>(
+        prefix,
+    )));
     Body::from_stream(head.chain(rest.into_data_stream()))
 }
 
@@ -182,14 +188,23 @@ mod tests {
     #[test]
     fn round_trip_keeps_every_end_to_end_header_in_order() {
         let mut h = HeaderMap::new();
-        h.append(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.append(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         h.append(header::SET_COOKIE, HeaderValue::from_static("a=1"));
         h.append(header::SET_COOKIE, HeaderValue::from_static("b=2"));
         h.append(header::LINK, HeaderValue::from_static("</a>; rel=next"));
         h.append(header::LINK, HeaderValue::from_static("</b>; rel=prev"));
         h.append(header::CONNECTION, HeaderValue::from_static("x-trace"));
-        h.append(HeaderName::from_static("x-trace"), HeaderValue::from_static("hop"));
-        h.append(HeaderName::from_static("keep-alive"), HeaderValue::from_static("timeout=5"));
+        h.append(
+            HeaderName::from_static("x-trace"),
+            HeaderValue::from_static("hop"),
+        );
+        h.append(
+            HeaderName::from_static("keep-alive"),
+            HeaderValue::from_static("timeout=5"),
+        );
         h.append(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
         let body = [0u8, 255, 10];
         let outcome = encode(StatusCode::CREATED, &h, &body);
@@ -200,7 +215,10 @@ mod tests {
         let links: Vec<_> = back.headers().get_all(header::LINK).iter().collect();
         assert_eq!(links, ["</a>; rel=next", "</b>; rel=prev"]);
         for hop in ["connection", "x-trace", "keep-alive", "content-length"] {
-            assert!(!back.headers().contains_key(hop), "{hop} must not be recorded");
+            assert!(
+                !back.headers().contains_key(hop),
+                "{hop} must not be recorded"
+            );
         }
     }
 
@@ -209,7 +227,10 @@ mod tests {
         let outcome = encode(StatusCode::OK, &HeaderMap::new(), b"hello");
         let bytes = outcome.as_bytes();
         for cut in 0..bytes.len() {
-            assert!(decode(&Outcome::new(bytes[..cut].to_vec())).is_err(), "cut at {cut}");
+            assert!(
+                decode(&Outcome::new(bytes[..cut].to_vec())).is_err(),
+                "cut at {cut}"
+            );
         }
         assert!(decode(&Outcome::new(b"junk-junk-junk".to_vec())).is_err());
     }

@@ -57,7 +57,12 @@ where
     }
 }
 
-async fn handle<S>(mut inner: S, engine: Engine, config: &LayerConfig, req: Request<Body>) -> Response
+async fn handle<S>(
+    mut inner: S,
+    engine: Engine,
+    config: &LayerConfig,
+    req: Request<Body>,
+) -> Response
 where
     S: Service<Request<Body>, Response = Response, Error = Infallible>,
 {
@@ -73,7 +78,7 @@ where
     let (parts, body) = req.into_parts();
     let scope = match (config.scope)(&parts) {
         Ok(scope) => scope,
-        Err(response) => return response,
+        Err(status) => return status.into_response(),
     };
     let limit = config.settings.max_request_body;
     let declared = parts
@@ -86,22 +91,40 @@ where
     }
     let bytes: Bytes = match Limited::new(body, limit).collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(limit).into_response(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            return too_large(limit).into_response()
+        }
         Err(e) => {
-            return Problem::new(ProblemKind::BodyUnreadable, format!("the request body could not be read: {e}"))
-                .into_response()
+            return Problem::new(
+                ProblemKind::BodyUnreadable,
+                format!("the request body could not be read: {e}"),
+            )
+            .into_response()
         }
     };
 
-    let route = parts.extensions.get::<MatchedPath>().map(MatchedPath::as_str);
-    let mut fp = request_fingerprint("http", &parts.method, route, parts.uri.path(), parts.uri.query());
+    let route = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
+    let mut fp = request_fingerprint(
+        "http",
+        &parts.method,
+        route,
+        parts.uri.path(),
+        parts.uri.query(),
+    );
     match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Ok(json) if is_json(&parts.headers) => fp.json("body", &json),
         _ => fp.bytes("body", &bytes),
     };
     let call = Call::new(scope, key, fp.finish());
     exec::respond(&engine, &call, &config.settings, |_claim| async move {
-        pass(inner.call(Request::from_parts(parts, Body::from(bytes))).await)
+        pass(
+            inner
+                .call(Request::from_parts(parts, Body::from(bytes)))
+                .await,
+        )
     })
     .await
 }

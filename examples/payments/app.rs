@@ -1,0 +1,232 @@
+//! The payments service: accounts with balances, and idempotent debits.
+//!
+//! `GET /accounts/{id}` answers the balance (an account is opened with 10000
+//! on first use); `POST /accounts/{id}/debits` with an `Idempotency-Key` and
+//! `{"amount": N}` debits it once per key, whatever the client retries.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::extract::{FromRef, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use idem_axum::Idempotent;
+use idem_core::Engine;
+use serde::{Deserialize, Serialize};
+
+/// The balance of a new account.
+pub const OPENING_BALANCE: u64 = 10_000;
+
+/// Where balances live.
+#[idem_core::async_trait]
+pub trait Ledger: Send + Sync + 'static {
+    /// The balance of `account`, opening it if new.
+    async fn balance(&self, account: &str) -> Result<u64, LedgerError>;
+    /// Debits `amount`, returning the balance after.
+    async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError>;
+}
+
+/// Why a ledger operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The balance is lower than the amount.
+    #[error("insufficient funds: balance {balance}, debit {amount}")]
+    InsufficientFunds {
+        /// The balance.
+        balance: u64,
+        /// The amount asked for.
+        amount: u64,
+    },
+    /// The ledger's storage failed.
+    #[error("ledger unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Balances in this process's memory.
+#[derive(Default)]
+pub struct MemoryLedger {
+    balances: Mutex<HashMap<String, u64>>,
+}
+
+#[idem_core::async_trait]
+impl Ledger for MemoryLedger {
+    async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
+        let mut balances = self.balances.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(*balances
+            .entry(account.to_owned())
+            .or_insert(OPENING_BALANCE))
+    }
+
+    async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
+        let mut balances = self.balances.lock().unwrap_or_else(PoisonError::into_inner);
+        let balance = balances
+            .entry(account.to_owned())
+            .or_insert(OPENING_BALANCE);
+        if *balance < amount {
+            return Err(LedgerError::InsufficientFunds {
+                balance: *balance,
+                amount,
+            });
+        }
+        *balance -= amount;
+        Ok(*balance)
+    }
+}
+
+/// The service's state.
+#[derive(Clone, FromRef)]
+pub struct App {
+    /// Runs each debit once per key.
+    pub engine: Engine,
+    /// The balances.
+    pub ledger: Arc<dyn Ledger>,
+    /// A simulated payment-provider delay inside each debit.
+    pub debit_delay: Duration,
+}
+
+/// A debit request.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Debit {
+    /// Minor units to debit; at least 1.
+    pub amount: u64,
+}
+
+/// The receipt of a debit.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// Unique per debit (from the claim's fencing token).
+    pub debit_id: String,
+    /// The account debited.
+    pub account: String,
+    /// The amount debited.
+    pub amount: u64,
+    /// The balance after the debit.
+    pub balance: u64,
+}
+
+/// An account and its balance.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Account {
+    /// The account id.
+    pub id: String,
+    /// Its balance.
+    pub balance: u64,
+}
+
+/// The routes.
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/accounts/{id}", get(account))
+        .route("/accounts/{id}/debits", post(debit))
+        .with_state(app)
+}
+
+fn problem(status: StatusCode, slug: &str, title: &str, detail: &str) -> Response {
+    let body = serde_json::json!({
+        "type": format!("urn:payments:problem:{slug}"),
+        "title": title,
+        "status": status.as_u16(),
+        "detail": detail,
+    });
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/problem+json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// `None` if the id is well formed, else the 400 answer.
+fn invalid_account(id: &str) -> Option<Response> {
+    if !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return None;
+    }
+    Some(problem(
+        StatusCode::BAD_REQUEST,
+        "bad-account",
+        "Account id is malformed",
+        "an account id has 1 to 64 letters, digits, `-` or `_`",
+    ))
+}
+
+async fn account(State(app): State<App>, Path(id): Path<String>) -> Response {
+    if let Some(r) = invalid_account(&id) {
+        return r;
+    }
+    match app.ledger.balance(&id).await {
+        Ok(balance) => Json(Account { id, balance }).into_response(),
+        Err(e) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ledger-unavailable",
+            "Ledger unavailable",
+            &e.to_string(),
+        ),
+    }
+}
+
+async fn debit(
+    idem: Idempotent,
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Json(req): Json<Debit>,
+) -> Response {
+    if let Some(r) = invalid_account(&id) {
+        return r;
+    }
+    // The key is scoped by the account: the same key on two accounts is two debits.
+    let scope = format!("account:{id}");
+    idem.run(scope, &req, |claim| async move {
+        if req.amount == 0 {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                "bad-amount",
+                "Amount must be positive",
+                "send an amount of at least 1",
+            );
+        }
+        // The payment provider: slow on purpose when DEBIT_DELAY_MS is set.
+        if !app.debit_delay.is_zero() {
+            tokio::time::sleep(app.debit_delay).await;
+        }
+        match app.ledger.debit(&id, req.amount).await {
+            Ok(balance) => (
+                StatusCode::CREATED,
+                [(
+                    axum::http::header::LOCATION,
+                    format!("/accounts/{id}/debits/dbt_{}", claim.fencing_token()),
+                )],
+                Json(Receipt {
+                    debit_id: format!("dbt_{}", claim.fencing_token()),
+                    account: id,
+                    amount: req.amount,
+                    balance,
+                }),
+            )
+                .into_response(),
+            // A business answer: recorded and replayed like a success.
+            Err(e @ LedgerError::InsufficientFunds { .. }) => problem(
+                StatusCode::PAYMENT_REQUIRED,
+                "insufficient-funds",
+                "Insufficient funds",
+                &e.to_string(),
+            ),
+            // Not recorded (5xx): the claim is released and a retry debits.
+            Err(e) => problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ledger-unavailable",
+                "Ledger unavailable",
+                &e.to_string(),
+            ),
+        }
+    })
+    .await
+}
