@@ -5,11 +5,12 @@
 //! `{"amount": N}` debits it once per key, whatever the client retries.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::{FromRef, Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -125,6 +126,15 @@ pub fn router(app: App) -> Router {
         .with_state(app)
 }
 
+/// The same routes with the same debit handler body but without idempotency:
+/// the baseline of the load benchmark. Retries debit twice here.
+pub fn router_without_idem(app: App) -> Router {
+    Router::new()
+        .route("/accounts/{id}", get(account))
+        .route("/accounts/{id}/debits", post(debit_without_idem))
+        .with_state(app)
+}
+
 fn problem(status: StatusCode, slug: &str, title: &str, detail: &str) -> Response {
     let body = serde_json::json!({
         "type": format!("urn:payments:problem:{slug}"),
@@ -134,7 +144,7 @@ fn problem(status: StatusCode, slug: &str, title: &str, detail: &str) -> Respons
     });
     (
         status,
-        [(axum::http::header::CONTENT_TYPE, "application/problem+json")],
+        [(header::CONTENT_TYPE, "application/problem+json")],
         body.to_string(),
     )
         .into_response()
@@ -184,49 +194,69 @@ async fn debit(
     }
     // The key is scoped by the account: the same key on two accounts is two debits.
     let scope = format!("account:{id}");
-    idem.run(scope, &req, |claim| async move {
-        if req.amount == 0 {
-            return problem(
-                StatusCode::BAD_REQUEST,
-                "bad-amount",
-                "Amount must be positive",
-                "send an amount of at least 1",
-            );
-        }
-        // The payment provider: slow on purpose when DEBIT_DELAY_MS is set.
-        if !app.debit_delay.is_zero() {
-            tokio::time::sleep(app.debit_delay).await;
-        }
-        match app.ledger.debit(&id, req.amount).await {
-            Ok(balance) => (
-                StatusCode::CREATED,
-                [(
-                    axum::http::header::LOCATION,
-                    format!("/accounts/{id}/debits/dbt_{}", claim.fencing_token()),
-                )],
-                Json(Receipt {
-                    debit_id: format!("dbt_{}", claim.fencing_token()),
-                    account: id,
-                    amount: req.amount,
-                    balance,
-                }),
-            )
-                .into_response(),
-            // A business answer: recorded and replayed like a success.
-            Err(e @ LedgerError::InsufficientFunds { .. }) => problem(
-                StatusCode::PAYMENT_REQUIRED,
-                "insufficient-funds",
-                "Insufficient funds",
-                &e.to_string(),
-            ),
-            // Not recorded (5xx): the claim is released and a retry debits.
-            Err(e) => problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "ledger-unavailable",
-                "Ledger unavailable",
-                &e.to_string(),
-            ),
-        }
+    let req = &req;
+    idem.run(scope, req, |claim| async move {
+        let debit_id = format!("dbt_{}", claim.fencing_token());
+        apply_debit(&app, id, req, debit_id).await
     })
     .await
+}
+
+async fn debit_without_idem(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Json(req): Json<Debit>,
+) -> Response {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    if let Some(r) = invalid_account(&id) {
+        return r;
+    }
+    let debit_id = format!("dbt_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    apply_debit(&app, id, &req, debit_id).await
+}
+
+/// The debit itself: validate, call the (simulated) provider, move the money.
+async fn apply_debit(app: &App, id: String, req: &Debit, debit_id: String) -> Response {
+    if req.amount == 0 {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "bad-amount",
+            "Amount must be positive",
+            "send an amount of at least 1",
+        );
+    }
+    // The payment provider: slow on purpose when DEBIT_DELAY_MS is set.
+    if !app.debit_delay.is_zero() {
+        tokio::time::sleep(app.debit_delay).await;
+    }
+    match app.ledger.debit(&id, req.amount).await {
+        Ok(balance) => (
+            StatusCode::CREATED,
+            [(
+                header::LOCATION,
+                format!("/accounts/{id}/debits/{debit_id}"),
+            )],
+            Json(Receipt {
+                debit_id,
+                account: id,
+                amount: req.amount,
+                balance,
+            }),
+        )
+            .into_response(),
+        // A business answer: recorded and replayed like a success.
+        Err(e @ LedgerError::InsufficientFunds { .. }) => problem(
+            StatusCode::PAYMENT_REQUIRED,
+            "insufficient-funds",
+            "Insufficient funds",
+            &e.to_string(),
+        ),
+        // Not recorded (5xx): the claim is released and a retry debits.
+        Err(e) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ledger-unavailable",
+            "Ledger unavailable",
+            &e.to_string(),
+        ),
+    }
 }

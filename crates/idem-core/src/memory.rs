@@ -64,6 +64,9 @@ type Shard = Mutex<HashMap<RecordId, Record>>;
 struct Inner {
     shards: Box<[Shard]>,
     len: AtomicUsize,
+    /// When a full store last scanned for expired records (clock micros), so
+    /// that a store kept full does not rescan on every refused request.
+    last_full_purge: AtomicU64,
     capacity: usize,
     clock: Box<dyn Clock>,
 }
@@ -163,6 +166,7 @@ impl MemoryStoreBuilder {
             inner: Arc::new(Inner {
                 shards,
                 len: AtomicUsize::new(0),
+                last_full_purge: AtomicU64::new(0),
                 capacity: self.capacity,
                 clock: self.clock,
             }),
@@ -293,11 +297,23 @@ impl MemoryStore {
         if let Some(answer) = self.inner.apply(id, event) {
             return Ok(answer);
         }
-        // Full: make room from expired records anywhere, then try once more.
-        self.inner.purge_expired();
-        self.inner
-            .apply(id, event)
-            .ok_or_else(|| StoreError::full(self.inner.capacity))
+        // Full: make room from expired records anywhere, then try once more;
+        // at most one such scan per 100ms.
+        let now = self.inner.clock.now_micros();
+        let last = self.inner.last_full_purge.load(Ordering::SeqCst);
+        if now.saturating_sub(last) >= 100_000
+            && self
+                .inner
+                .last_full_purge
+                .compare_exchange(last, now, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.inner.purge_expired();
+            if let Some(answer) = self.inner.apply(id, event) {
+                return Ok(answer);
+            }
+        }
+        Err(StoreError::full(self.inner.capacity))
     }
 }
 
