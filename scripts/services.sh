@@ -59,6 +59,44 @@ ensure_postgres() {
     fi
 }
 
+# A three-node Redis Cluster (no replicas) on 127.0.0.1:7301-7303, for the
+# cluster tests of idem-redis. Its data lives under /tmp/idem-redis-cluster.
+CLUSTER_PORTS="7301 7302 7303"
+
+cluster_ok() {
+    redis-cli -p 7301 cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+}
+
+ensure_redis_cluster() {
+    if cluster_ok; then return 0; fi
+    command -v redis-server >/dev/null || apt_install redis-server
+    local base=/tmp/idem-redis-cluster
+    for port in $CLUSTER_PORTS; do
+        if ! port_open "$port"; then
+            rm -rf "$base/$port"
+            mkdir -p "$base/$port"
+            log "starting redis cluster node on 127.0.0.1:$port"
+            redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+                --cluster-enabled yes --cluster-config-file "$base/$port/nodes.conf" \
+                --cluster-node-timeout 2000 --dir "$base/$port" --logfile "$base/$port/redis.log"
+        fi
+    done
+    for port in $CLUSTER_PORTS; do wait_port "$port" "redis cluster node"; done
+    if ! redis-cli -p 7301 cluster info 2>/dev/null | grep -q '^cluster_known_nodes:3'; then
+        log "creating the redis cluster"
+        # shellcheck disable=SC2086
+        redis-cli --cluster create $(for p in $CLUSTER_PORTS; do printf '127.0.0.1:%s ' "$p"; done) \
+            --cluster-replicas 0 --cluster-yes >/dev/null
+    fi
+    for _ in $(seq 1 60); do
+        if cluster_ok; then return 0; fi
+        sleep 0.5
+    done
+    log "the redis cluster on 127.0.0.1:7301-7303 did not reach cluster_state:ok"
+    return 1
+}
+
 ensure_redis
+ensure_redis_cluster
 ensure_postgres
-log "redis on 127.0.0.1:6379 and postgresql on 127.0.0.1:5432 are up"
+log "up: redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7303, postgresql 127.0.0.1:5432"

@@ -1,0 +1,276 @@
+//! `RedisStore` beyond the conformance kit: memory per record, commands per
+//! request, and a server killed and restarted under a run of requests.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::{
+    Begin, Call, Engine, Error, Fingerprint, IdempotencyKey, Never, Outcome, Policy, Ran, Store,
+};
+use idem_redis::RedisStore;
+use idem_tests::{redis_url, unique_prefix, PrivateRedis};
+
+fn call(key: &str) -> Call {
+    Call::new(
+        "redis-tests",
+        IdempotencyKey::parse(key).expect("key"),
+        Fingerprint::of("op", &key).expect("fingerprint"),
+    )
+}
+
+async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection")
+}
+
+#[tokio::test]
+async fn memory_per_record_with_a_200_byte_response() {
+    // The default prefix, as a deployment has it; the key is unique to this run.
+    let store = RedisStore::connect(&redis_url()).await.expect("redis");
+    let c = call(&unique_prefix("memory").replace(':', "-"));
+    let Ok(Begin::Acquired(lease)) = store
+        .begin(c.record_id(), c.fingerprint(), Duration::from_secs(60))
+        .await
+    else {
+        panic!("acquire")
+    };
+    let outcome = Outcome::new(vec![b'r'; 200]);
+    store
+        .complete(c.record_id(), &lease, &outcome, Duration::from_secs(3600))
+        .await
+        .expect("complete");
+    let mut con = raw(&redis_url()).await;
+    let usage: u64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(store.key(c.record_id()))
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async(&mut con)
+        .await
+        .expect("MEMORY USAGE");
+    let _: i64 = redis::cmd("DEL")
+        .arg(store.key(c.record_id()))
+        .query_async(&mut con)
+        .await
+        .expect("DEL");
+    let overhead = usage - 200;
+    println!("redis record with a 200-byte outcome: MEMORY USAGE {usage} bytes, {overhead} above the outcome");
+    assert!(
+        overhead <= 200,
+        "{usage} bytes for a 200-byte outcome: {overhead} bytes of overhead"
+    );
+}
+
+/// `INFO commandstats` as (command, calls).
+async fn command_calls(
+    con: &mut redis::aio::MultiplexedConnection,
+) -> std::collections::BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await
+        .expect("INFO");
+    info.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
+        .collect()
+}
+
+/// Commands the client sent since the last reset: every command counted,
+/// less the `GET`, `SET` and `TIME` the scripts ran on the server (exactly one
+/// `TIME` and one `GET` per script call, and at most one `SET`).
+async fn client_commands(con: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let calls = command_calls(con).await;
+    let evalsha = calls.get("evalsha").copied().unwrap_or(0);
+    assert_eq!(
+        calls.get("time").copied().unwrap_or(0),
+        evalsha,
+        "one TIME per script call: {calls:?}"
+    );
+    assert_eq!(
+        calls.get("get").copied().unwrap_or(0),
+        evalsha,
+        "one GET per script call: {calls:?}"
+    );
+    let other: u64 = calls
+        .iter()
+        .filter(|(n, _)| !["evalsha", "time", "get", "set"].contains(&n.as_str()))
+        .map(|(_, c)| c)
+        .sum();
+    assert_eq!(other, 0, "only EVALSHA was sent: {calls:?}");
+    evalsha
+}
+
+#[tokio::test]
+async fn commands_per_request() {
+    let server = PrivateRedis::start(false);
+    let store = RedisStore::connect(&server.url())
+        .await
+        .expect("private redis");
+    let engine = Engine::new(store.clone());
+    let mut con = raw(&server.url()).await;
+    // Load the scripts once (a fresh server answers NOSCRIPT first).
+    engine
+        .run(&call("warm-up"), |_| async { Ok::<_, Never>(0) })
+        .await
+        .expect("warm-up");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut con)
+        .await
+        .expect("RESETSTAT");
+
+    engine
+        .run(&call("first"), |_| async { Ok::<_, Never>(1) })
+        .await
+        .expect("first");
+    assert_eq!(
+        client_commands(&mut con).await,
+        2,
+        "a first request: begin and complete"
+    );
+
+    let replay = engine
+        .run(&call("first"), |_| async { Ok::<_, Never>(1) })
+        .await
+        .expect("replay");
+    assert!(replay.is_replayed());
+    assert_eq!(client_commands(&mut con).await, 3, "a replay: one begin");
+
+    let held = call("held");
+    let Ok(Begin::Acquired(_)) = store
+        .begin(
+            held.record_id(),
+            held.fingerprint(),
+            Duration::from_secs(60),
+        )
+        .await
+    else {
+        panic!("claim")
+    };
+    assert_eq!(client_commands(&mut con).await, 4);
+    let dup = engine.run(&held, |_| async { Ok::<_, Never>(2) }).await;
+    assert!(matches!(dup, Err(Error::InFlight { .. })), "{dup:?}");
+    assert_eq!(
+        client_commands(&mut con).await,
+        5,
+        "a duplicate in flight: one begin"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_and_restarted_server_fails_closed_then_recovers_without_double_runs() {
+    let mut server = PrivateRedis::start(true);
+    let store = RedisStore::connect(&server.url())
+        .await
+        .expect("private redis")
+        .with_timeout(Duration::from_millis(500));
+    let engine = Engine::new(store).with_policy(Policy::default().lease(Duration::from_secs(30)));
+    let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..30).map(|_| AtomicUsize::new(0)).collect());
+    let run = |i: usize| {
+        let (engine, runs) = (engine.clone(), Arc::clone(&runs));
+        async move {
+            engine
+                .run(&call(&format!("req-{i}")), |_| async move {
+                    runs[i].fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, Never>(i)
+                })
+                .await
+        }
+    };
+
+    // Requests 0..10 are served and recorded.
+    for i in 0..10 {
+        assert_eq!(run(i).await.expect("served"), Ran::Executed(i));
+    }
+    // Request 10 is in the middle of its operation when the server dies.
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let (finish_tx, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    let in_flight = {
+        let (engine, runs) = (engine.clone(), Arc::clone(&runs));
+        tokio::spawn(async move {
+            engine
+                .run(&call("req-10"), |_| async move {
+                    runs[10].fetch_add(1, Ordering::SeqCst);
+                    let _ = started_tx.send(());
+                    let _ = finish_rx.await;
+                    Ok::<_, Never>(10)
+                })
+                .await
+        })
+    };
+    started_rx.await.expect("request 10 started");
+    server.kill();
+    let _ = finish_tx.send(());
+    // Its operation ran; its result cannot be recorded, and the caller is told it ran.
+    assert_eq!(
+        in_flight.await.expect("task").expect("answered"),
+        Ran::Executed(10)
+    );
+
+    // While the server is down: requests fail closed, with a transient error, and run nothing.
+    for i in (11..20).chain([0, 3]) {
+        match run(i).await {
+            Err(e @ Error::Store(_)) => {
+                assert!(e.is_transient(), "a down store is a transient error: {e}");
+            }
+            other => panic!("request {i} while Redis is down must fail closed, got {other:?}"),
+        }
+    }
+    for i in 11..20 {
+        assert_eq!(
+            runs[i].load(Ordering::SeqCst),
+            0,
+            "request {i} must not have run"
+        );
+    }
+
+    // The server comes back (same port, same data); the same store works again.
+    server.restart();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match run(11).await {
+            Ok(_) => break,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                assert!(e.is_transient(), "{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the store did not recover after the restart: {e}"),
+        }
+    }
+    for i in 12..20 {
+        assert_eq!(
+            run(i).await.expect("served after restart"),
+            Ran::Executed(i)
+        );
+    }
+    // Everything served before the crash replays; nothing runs twice.
+    for i in 0..10 {
+        assert_eq!(run(i).await.expect("replayed"), Ran::Replayed(i));
+    }
+    // Request 10's claim survived the crash; a retry within its lease is told
+    // it is in flight rather than running it a second time.
+    assert!(matches!(run(10).await, Err(Error::InFlight { .. })));
+    for (i, n) in runs.iter().enumerate().take(20) {
+        assert_eq!(
+            n.load(Ordering::SeqCst),
+            1,
+            "request {i} ran {} times",
+            n.load(Ordering::SeqCst)
+        );
+    }
+}
