@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{Engine, MemoryStore};
-use idem_examples::payments::{router, App, MemoryLedger};
+use idem_examples::payments::{router, App, Ledger, MemoryLedger, RedisLedger};
+use idem_redis::RedisStore;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -42,9 +43,39 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let (engine, ledger, store_name): (Engine, Arc<dyn Ledger>, &str) =
+        match std::env::var("REDIS_URL") {
+            Ok(url) => {
+                // Records and balances both live in Redis, so instances behind a
+                // balancer share them.
+                let store = match RedisStore::connect(&url).await {
+                    Ok(store) => store.with_prefix("payments:idem:"),
+                    Err(e) => {
+                        eprintln!("payments: REDIS_URL: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                };
+                let ledger = match RedisLedger::connect(&url, "payments:balance:").await {
+                    Ok(ledger) => ledger,
+                    Err(e) => {
+                        eprintln!(
+                            "payments: REDIS_URL: cannot open the ledger: {:?}",
+                            e.kind()
+                        );
+                        return ExitCode::FAILURE;
+                    }
+                };
+                (Engine::new(store), Arc::new(ledger), "redis")
+            }
+            Err(_) => (
+                Engine::new(MemoryStore::new()),
+                Arc::new(MemoryLedger::default()),
+                "memory",
+            ),
+        };
     let app = App {
-        engine: Engine::new(MemoryStore::new()),
-        ledger: Arc::new(MemoryLedger::default()),
+        engine,
+        ledger,
         debit_delay,
     };
     let listener = match tokio::net::TcpListener::bind(&addr).await {
@@ -54,7 +85,9 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("payments: listening on http://{addr} (store: memory, debit delay: {debit_delay:?})");
+    println!(
+        "payments: listening on http://{addr} (store: {store_name}, debit delay: {debit_delay:?})"
+    );
     if let Err(e) = axum::serve(listener, router(app)).await {
         eprintln!("payments: server failed: {e}");
         return ExitCode::FAILURE;

@@ -3,7 +3,9 @@
 //! 127.0.0.1 with a fresh `Idempotency-Key` on every request (every request
 //! is a first request: one begin and one complete).
 //!
-//! `cargo bench -p idem-tests --bench http_load` (needs `wrk`: `apt-get install wrk`).
+//! `cargo bench -p idem-tests --bench http_load [-- memory|redis]` (needs `wrk`:
+//! `apt-get install wrk`). The redis pair compares `RedisStore` with a
+//! baseline doing only `SET NX` and `SET` on the same Redis.
 //!
 //! Rounds alternate between the two servers so that drift on a noisy machine
 //! hits both; the report gives the median of the rounds and the ratio.
@@ -14,8 +16,15 @@ use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{Engine, MemoryStore};
-use idem_examples::payments::{router, router_without_idem, App, MemoryLedger};
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use idem_core::{Engine, MemoryStore, Policy};
+use idem_examples::payments::{apply_debit, router, router_without_idem, App, Debit, MemoryLedger};
+use idem_redis::RedisStore;
 
 const ROUNDS: usize = 5;
 const SECONDS: u32 = 4;
@@ -37,10 +46,131 @@ end
 
 fn app() -> App {
     // Records are kept 24 hours: room for every request of the run.
+    app_on(Engine::new(
+        MemoryStore::builder().capacity(20_000_000).build(),
+    ))
+}
+
+fn app_on(engine: Engine) -> App {
     App {
-        engine: Engine::new(MemoryStore::builder().capacity(20_000_000).build()),
+        engine,
         ledger: Arc::new(MemoryLedger::default()),
         debit_delay: Duration::ZERO,
+    }
+}
+
+/// The Redis baseline: the same debit with the two round trips any correct
+/// design needs and nothing else: `SET key "" NX PX` to claim, `SET key
+/// response` to record. (No fingerprint, no lease renewal, no replay.)
+#[derive(Clone)]
+struct Naive {
+    app: App,
+    redis: redis::aio::ConnectionManager,
+    prefix: String,
+}
+
+async fn naive_debit(
+    State(n): State<Naive>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<Debit>,
+) -> Response {
+    let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let key = format!("{}{id}:{key}", n.prefix);
+    let mut redis = n.redis.clone();
+    let claimed: Option<String> = match redis::cmd("SET")
+        .arg(&key)
+        .arg("")
+        .arg("NX")
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut redis)
+        .await
+    {
+        Ok(v) => v,
+        Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    };
+    if claimed.is_none() {
+        return StatusCode::CONFLICT.into_response();
+    }
+    let response = apply_debit(&n.app, id, &req, key.clone()).await;
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let recorded: Result<(), _> = redis::cmd("SET")
+        .arg(&key)
+        .arg(bytes.as_ref())
+        .arg("PX")
+        .arg(86_400_000)
+        .query_async(&mut redis)
+        .await;
+    if recorded.is_err() {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+async fn redis_pair() -> Result<(String, String), String> {
+    let url =
+        std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let run = format!("idem-bench:{}:", std::process::id());
+    let manager = redis::aio::ConnectionManager::new(
+        redis::Client::open(url.as_str()).map_err(|e| e.to_string())?,
+    )
+    .await
+    .map_err(|e| format!("redis at {url}: {e}"))?;
+    let naive = Router::new()
+        .route("/accounts/{id}/debits", post(naive_debit))
+        .with_state(Naive {
+            app: app_on(Engine::new(MemoryStore::new())),
+            redis: manager,
+            prefix: format!("{run}naive:"),
+        });
+    let store = RedisStore::connect(&url)
+        .await
+        .map_err(|e| e.to_string())?
+        .with_prefix(&format!("{run}idem:"));
+    // Records of this run expire after 10 minutes (and are deleted at the end).
+    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+    Ok((
+        idem_tests::serve(naive).await,
+        idem_tests::serve(router(app_on(engine))).await,
+    ))
+}
+
+/// Deletes every key this run wrote to the shared Redis.
+async fn redis_cleanup() -> Result<u64, redis::RedisError> {
+    let url =
+        std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let mut con = redis::Client::open(url.as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let pattern = format!("idem-bench:{}:*", std::process::id());
+    let mut cursor: u64 = 0;
+    let mut deleted = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(10_000)
+            .query_async(&mut con)
+            .await?;
+        if !keys.is_empty() {
+            let n: u64 = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(&mut con)
+                .await?;
+            deleted += n;
+        }
+        if next == 0 {
+            return Ok(deleted);
+        }
+        cursor = next;
     }
 }
 
@@ -79,54 +209,83 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+fn compare(label: &str, names: [&str; 2], urls: [&str; 2], script: &str) -> Result<(), String> {
+    println!("{label}: POST /accounts/{{id}}/debits, new key per request, wrk -t1 -c{CONNECTIONS} -d{SECONDS}s, {ROUNDS} alternating rounds");
+    let mut rps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for round in 1..=ROUNDS {
+        for v in 0..2 {
+            let r = wrk(urls[v], script)?;
+            println!("  round {round}: {:<26} {r:>10.0} req/s", names[v]);
+            rps[v].push(r);
+        }
+    }
+    let [base, idem] = rps;
+    let (b, i) = (median(base), median(idem));
+    println!("  median {:<25} {b:>10.0} req/s", names[0]);
+    println!("  median {:<25} {i:>10.0} req/s", names[1]);
+    println!("  ratio (idem / baseline): {:.3}", i / b);
+    Ok(())
+}
+
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass other
     // flags: only run the load when asked to benchmark.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("http_load: run with `cargo bench -p idem-tests --bench http_load`");
+    let args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|a| a == "--bench") {
+        println!(
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis]`"
+        );
         return ExitCode::SUCCESS;
     }
+    let only = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let (bare, idem) = rt.block_on(async {
-        (
-            idem_tests::serve(router_without_idem(app())).await,
-            idem_tests::serve(router(app())).await,
-        )
-    });
     let script = std::env::temp_dir().join(format!("idem-http-load-{}.lua", std::process::id()));
     if let Err(e) = std::fs::write(&script, SCRIPT) {
         eprintln!("http_load: cannot write the wrk script: {e}");
         return ExitCode::FAILURE;
     }
     let script = script.to_string_lossy().into_owned();
-    println!(
-        "http_load: POST /accounts/{{id}}/debits, new key per request, wrk -t1 -c{CONNECTIONS} -d{SECONDS}s, {ROUNDS} alternating rounds"
-    );
-    let (mut bare_rps, mut idem_rps) = (Vec::new(), Vec::new());
-    for round in 1..=ROUNDS {
-        for (name, url, into) in [
-            ("without idem", &bare, &mut bare_rps),
-            ("with idem", &idem, &mut idem_rps),
-        ] {
-            match wrk(url, &script) {
-                Ok(rps) => {
-                    println!("  round {round}: {name:<13} {rps:>10.0} req/s");
-                    into.push(rps);
-                }
-                Err(e) => {
-                    eprintln!("http_load: {e}");
-                    return ExitCode::FAILURE;
-                }
+    let result = (|| {
+        if wanted("memory") {
+            let (bare, idem) = rt.block_on(async {
+                (
+                    idem_tests::serve(router_without_idem(app())).await,
+                    idem_tests::serve(router(app())).await,
+                )
+            });
+            compare(
+                "memory",
+                ["without idem", "with idem (MemoryStore)"],
+                [&bare, &idem],
+                &script,
+            )?;
+        }
+        if wanted("redis") {
+            let (naive, idem) = rt.block_on(redis_pair())?;
+            let compared = compare(
+                "redis",
+                ["SET NX + SET (baseline)", "with idem (RedisStore)"],
+                [&naive, &idem],
+                &script,
+            );
+            match rt.block_on(redis_cleanup()) {
+                Ok(n) => println!("  deleted the run's {n} keys from Redis"),
+                Err(e) => eprintln!("  could not delete the run's keys: {e}"),
             }
+            compared?;
+        }
+        Ok::<(), String>(())
+    })();
+    let _ = std::fs::remove_file(&script);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("http_load: {e}");
+            ExitCode::FAILURE
         }
     }
-    let (b, i) = (median(bare_rps), median(idem_rps));
-    println!("median without idem: {b:.0} req/s");
-    println!("median with idem:    {i:.0} req/s");
-    println!("ratio (with / without): {:.3}", i / b);
-    let _ = std::fs::remove_file(&script);
-    ExitCode::SUCCESS
 }

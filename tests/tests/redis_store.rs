@@ -92,7 +92,7 @@ async fn command_calls(
 
 /// Commands the client sent since the last reset: every command counted,
 /// less the `GET`, `SET` and `TIME` the scripts ran on the server (exactly one
-/// `TIME` and one `GET` per script call, and at most one `SET`).
+/// `TIME` per script call, at most one `GET` and two `SET`s).
 async fn client_commands(con: &mut redis::aio::MultiplexedConnection) -> u64 {
     let calls = command_calls(con).await;
     let evalsha = calls.get("evalsha").copied().unwrap_or(0);
@@ -101,10 +101,9 @@ async fn client_commands(con: &mut redis::aio::MultiplexedConnection) -> u64 {
         evalsha,
         "one TIME per script call: {calls:?}"
     );
-    assert_eq!(
-        calls.get("get").copied().unwrap_or(0),
-        evalsha,
-        "one GET per script call: {calls:?}"
+    assert!(
+        calls.get("get").copied().unwrap_or(0) <= evalsha,
+        "at most one GET per script call: {calls:?}"
     );
     let other: u64 = calls
         .iter()

@@ -61,11 +61,17 @@ local function parse(v)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local v = redis.call('GET', KEYS[1])
 ";
 
-/// `begin(fingerprint, lease_us)`.
+/// `begin(fingerprint, lease_us)`. A new key is claimed by `SET NX` alone;
+/// only an existing record is read.
 const BEGIN: &str = r"
+local lease = tonumber(ARGV[2])
+local px = math.floor(lease / 1000) + 1
+if redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. struct.pack('>dd', now, now + lease), 'NX', 'PX', px) then
+  return {'A', now}
+end
+local v = redis.call('GET', KEYS[1])
 local prev = 0
 if v then
   local state, fp, token, deadline = parse(v)
@@ -76,15 +82,14 @@ if v then
   end
   prev = token
 end
-local lease = tonumber(ARGV[2])
 local token = math.max(prev + 1, now)
-redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. struct.pack('>dd', token, now + lease),
-  'PX', math.floor(lease / 1000) + 1)
+redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. struct.pack('>dd', token, now + lease), 'PX', px)
 return {'A', token}
 ";
 
 /// `complete(token, ttl_us, outcome)`: 1 done (now or before by this token), 0 lost.
 const COMPLETE: &str = r"
+local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local state, fp, token, deadline = parse(v)
 if deadline <= now or token ~= tonumber(ARGV[1]) then return 0 end
@@ -98,6 +103,7 @@ return 1
 /// `release(token)`: the lease ends now; the record stays a millisecond so
 /// that the next token is drawn above this one.
 const RELEASE: &str = r"
+local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local state, fp, token, deadline = parse(v)
 if state ~= 'F' or deadline <= now or token ~= tonumber(ARGV[1]) then return 0 end
@@ -107,6 +113,7 @@ return 1
 
 /// `renew(token, lease_us)`.
 const RENEW: &str = r"
+local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local state, fp, token, deadline = parse(v)
 if state ~= 'F' or deadline <= now or token ~= tonumber(ARGV[1]) then return 0 end
