@@ -22,7 +22,10 @@ fi
 echo "==> doc tests"
 cargo test --workspace --all-features --doc
 
-echo "==> example: queue_consumer"
+echo "==> example: queue_consumer (in-memory broker and store)"
 cargo run --quiet --example queue_consumer
+
+echo "==> example: queue_consumer (Redis Stream consumer group, RedisStore)"
+REDIS_URL=redis://127.0.0.1:6379 cargo run --quiet --example queue_consumer
 
 echo "==> all green"

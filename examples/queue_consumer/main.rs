@@ -26,6 +26,8 @@ use idem_core::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+mod streams;
+
 const MESSAGES: usize = 200;
 const WORKERS: usize = 4;
 
@@ -201,129 +203,197 @@ impl Consumer {
     }
 }
 
-async fn worker(consumer: Arc<Consumer>, broker: Arc<Broker>, counters: Arc<Counters>) {
-    while let Some(delivery) = broker.next().await {
-        let msg = delivery.msg.clone();
-        let redeliver = |after: Duration| {
-            broker.publish_later(
-                Delivery {
-                    msg: msg.clone(),
-                    fate: Fate::Normal,
-                },
-                after,
-            );
-        };
-        match delivery.fate {
-            Fate::Cancelled => {
-                // The task is cancelled 3ms in, mid-way through the carrier call:
-                // the engine releases the claim at once.
-                let handled = tokio::time::timeout(
-                    Duration::from_millis(3),
-                    consumer.handle(&msg, Fate::Normal),
-                )
-                .await;
-                assert!(handled.is_err(), "the handler takes longer than 3ms");
-                counters.cancelled.fetch_add(1, Ordering::SeqCst);
-                redeliver(Duration::from_millis(5));
-            }
-            Fate::Killed => {
-                // The process dies 3ms in: nothing runs any more for this
-                // delivery, not even the engine's cleanup. The claim stays until
-                // its lease runs out, then the redelivery takes it over.
-                let mut handling = Box::pin(consumer.handle(&msg, Fate::Normal));
-                let handled = tokio::time::timeout(Duration::from_millis(3), &mut handling).await;
-                assert!(handled.is_err(), "the handler takes longer than 3ms");
-                std::mem::forget(handling);
-                counters.killed.fetch_add(1, Ordering::SeqCst);
-                redeliver(Duration::from_millis(5));
-            }
-            fate => match consumer.handle(&msg, fate).await {
-                Ok(ran) => {
-                    let counter = if ran.is_replayed() {
-                        &counters.replayed
-                    } else {
-                        &counters.executed
-                    };
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    counters.acked.lock().expect("lock").insert(msg.id.clone());
-                }
-                Err(Error::Failed(ran)) if ran.get().is_final() => {
-                    let counter = if ran.is_replayed() {
-                        &counters.replayed
-                    } else {
-                        &counters.executed
-                    };
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    counters.acked.lock().expect("lock").insert(msg.id.clone());
-                }
+/// What the broker should do with a delivery once it was handled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Disposition {
+    /// Acknowledge: the message took effect (now or before).
+    Ack,
+    /// Leave it unacknowledged: redeliver after this long.
+    Redeliver(Duration),
+}
+
+/// Handles one delivery, simulating the planned fate, and counts what happened.
+async fn process(
+    consumer: &Consumer,
+    counters: &Counters,
+    msg: &OrderPlaced,
+    fate: Fate,
+) -> Disposition {
+    match fate {
+        Fate::Cancelled => {
+            // The task is cancelled 3ms in, mid-way through the carrier call:
+            // the engine releases the claim at once.
+            let handled =
+                tokio::time::timeout(Duration::from_millis(3), consumer.handle(msg, Fate::Normal))
+                    .await;
+            assert!(handled.is_err(), "the handler takes longer than 3ms");
+            counters.cancelled.fetch_add(1, Ordering::SeqCst);
+            Disposition::Redeliver(Duration::from_millis(5))
+        }
+        Fate::Killed => {
+            // The process dies 3ms in: nothing runs any more for this
+            // delivery, not even the engine's cleanup. The claim stays until
+            // its lease runs out, then a redelivery takes it over.
+            let mut handling = Box::pin(consumer.handle(msg, Fate::Normal));
+            let handled = tokio::time::timeout(Duration::from_millis(3), &mut handling).await;
+            assert!(handled.is_err(), "the handler takes longer than 3ms");
+            std::mem::forget(handling);
+            counters.killed.fetch_add(1, Ordering::SeqCst);
+            Disposition::Redeliver(Duration::from_millis(5))
+        }
+        fate => {
+            let replayed = match consumer.handle(msg, fate).await {
+                Ok(ran) => ran.is_replayed(),
+                Err(Error::Failed(ran)) if ran.get().is_final() => ran.is_replayed(),
                 Err(Error::Failed(_)) => {
                     counters.transient.fetch_add(1, Ordering::SeqCst);
-                    redeliver(Duration::from_millis(5));
+                    return Disposition::Redeliver(Duration::from_millis(5));
                 }
                 Err(Error::InFlight { retry_after }) => {
                     counters.in_flight.fetch_add(1, Ordering::SeqCst);
-                    redeliver(
+                    return Disposition::Redeliver(
                         retry_after.clamp(Duration::from_millis(5), Duration::from_millis(100)),
                     );
                 }
                 Err(e) => panic!("message {} could not be handled: {e}", msg.id),
-            },
+            };
+            let counter = if replayed {
+                &counters.replayed
+            } else {
+                &counters.executed
+            };
+            counter.fetch_add(1, Ordering::SeqCst);
+            counters.acked.lock().expect("lock").insert(msg.id.clone());
+            Disposition::Ack
+        }
+    }
+}
+
+async fn worker(consumer: Arc<Consumer>, broker: Arc<Broker>, counters: Arc<Counters>) {
+    while let Some(delivery) = broker.next().await {
+        if let Disposition::Redeliver(after) =
+            process(&consumer, &counters, &delivery.msg, delivery.fate).await
+        {
+            broker.publish_later(
+                Delivery {
+                    msg: delivery.msg,
+                    fate: Fate::Normal,
+                },
+                after,
+            );
         }
         broker.done();
     }
 }
 
-/// Publishes every message with its planned fate; returns how many got each.
-fn publish(broker: &Arc<Broker>) -> BTreeMap<&'static str, usize> {
-    let mut plan = BTreeMap::<&str, usize>::new();
-    for i in 0..MESSAGES {
-        let order = u32::try_from(i).unwrap_or(u32::MAX) + 1000;
-        let msg = OrderPlaced {
-            id: format!("msg-{i:04}"),
-            order,
-            sku: if i % 25 == 24 {
-                "unobtainium".into()
-            } else {
-                format!("sku-{}", i % 7)
-            },
-            quantity: 1 + order % 3,
-        };
-        let first = |fate| Delivery {
-            msg: msg.clone(),
-            fate,
-        };
-        let (label, fate) = match i % 10 {
-            0 => ("delivered twice at once", Fate::Normal),
-            3 => ("delivered again later", Fate::Normal),
-            5 => ("worker cancelled mid-processing", Fate::Cancelled),
-            7 => ("worker killed mid-processing", Fate::Killed),
-            8 => ("carrier down on first attempt", Fate::CarrierDown),
-            _ => ("delivered once", Fate::Normal),
-        };
-        *plan.entry(label).or_default() += 1;
-        broker.publish(first(fate));
-        match i % 10 {
-            0 => broker.publish(first(Fate::Normal)),
-            3 => broker.publish_later(first(Fate::Normal), Duration::from_millis(150)),
-            _ => {}
+/// When a message is delivered a second time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Again {
+    Never,
+    AtOnce,
+    Later(Duration),
+}
+
+/// One message, its first delivery's fate, and its duplicate.
+#[derive(Clone, Debug)]
+struct Planned {
+    msg: OrderPlaced,
+    label: &'static str,
+    fate: Fate,
+    again: Again,
+}
+
+/// The producer's plan: which messages are duplicated, crash a worker, or
+/// meet a carrier outage.
+fn plan() -> Vec<Planned> {
+    (0..MESSAGES)
+        .map(|i| {
+            let order = u32::try_from(i).unwrap_or(u32::MAX) + 1000;
+            let msg = OrderPlaced {
+                id: format!("msg-{i:04}"),
+                order,
+                sku: if i % 25 == 24 {
+                    "unobtainium".into()
+                } else {
+                    format!("sku-{}", i % 7)
+                },
+                quantity: 1 + order % 3,
+            };
+            let (label, fate, again) = match i % 10 {
+                0 => ("delivered twice at once", Fate::Normal, Again::AtOnce),
+                3 => (
+                    "delivered again later",
+                    Fate::Normal,
+                    Again::Later(Duration::from_millis(150)),
+                ),
+                5 => (
+                    "worker cancelled mid-processing",
+                    Fate::Cancelled,
+                    Again::Never,
+                ),
+                7 => ("worker killed mid-processing", Fate::Killed, Again::Never),
+                8 => (
+                    "carrier down on first attempt",
+                    Fate::CarrierDown,
+                    Again::Never,
+                ),
+                _ => ("delivered once", Fate::Normal, Again::Never),
+            };
+            Planned {
+                msg,
+                label,
+                fate,
+                again,
+            }
+        })
+        .collect()
+}
+
+fn plan_counts(plan: &[Planned]) -> BTreeMap<&'static str, usize> {
+    let mut counts = BTreeMap::new();
+    for p in plan {
+        *counts.entry(p.label).or_default() += 1;
+    }
+    counts
+}
+
+/// Publishes the plan on the in-memory broker.
+fn publish(broker: &Arc<Broker>, plan: &[Planned]) {
+    for p in plan {
+        broker.publish(Delivery {
+            msg: p.msg.clone(),
+            fate: p.fate,
+        });
+        match p.again {
+            Again::AtOnce => broker.publish(Delivery {
+                msg: p.msg.clone(),
+                fate: Fate::Normal,
+            }),
+            Again::Later(after) => broker.publish_later(
+                Delivery {
+                    msg: p.msg.clone(),
+                    fate: Fate::Normal,
+                },
+                after,
+            ),
+            Again::Never => {}
         }
     }
-
-    plan
 }
 
 /// Prints what happened and checks that each message took effect exactly once.
 fn report(
+    broker_name: &str,
     plan: &BTreeMap<&str, usize>,
-    broker: &Broker,
+    deliveries: usize,
     c: &Counters,
     warehouse: &Warehouse,
 ) -> ExitCode {
-    println!("queue_consumer: {MESSAGES} messages, {WORKERS} workers, in-memory store");
+    println!("queue_consumer: {MESSAGES} messages, {WORKERS} workers, {broker_name}");
     for (label, n) in plan {
         println!("  {n:>4} {label}");
     }
-    println!("deliveries: {}", broker.deliveries.load(Ordering::SeqCst));
+    println!("deliveries: {deliveries}");
     println!(
         "  executed:                   {}",
         c.executed.load(Ordering::SeqCst)
@@ -393,44 +463,54 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-
-    // A short lease so that a killed worker's claim is taken over quickly.
-    let engine = Engine::new(MemoryStore::new()).with_policy(
-        Policy::default()
-            .lease(Duration::from_millis(300))
-            .ttl(Duration::from_secs(3600)),
-    );
+    let plan = plan();
     let warehouse = Arc::new(Warehouse::default());
-    let consumer = Arc::new(Consumer {
-        engine,
-        warehouse: Arc::clone(&warehouse),
-    });
-    let broker = Arc::new(Broker::default());
     let counters = Arc::new(Counters::default());
+    // A short lease so that a killed worker's claim is taken over quickly.
+    let policy = Policy::default()
+        .lease(Duration::from_millis(300))
+        .ttl(Duration::from_secs(3600));
 
-    let plan = publish(&broker);
-
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|_| {
-            tokio::spawn(worker(
-                Arc::clone(&consumer),
-                Arc::clone(&broker),
-                Arc::clone(&counters),
-            ))
-        })
-        .collect();
-    let all = async {
-        for w in workers {
-            w.await.expect("worker panicked");
+    let (name, deliveries) = if let Ok(url) = std::env::var("REDIS_URL") {
+        match streams::run(&url, &plan, policy, &warehouse, &counters).await {
+            Ok(deliveries) => ("a Redis Stream consumer group, RedisStore", deliveries),
+            Err(e) => {
+                eprintln!("FAILED: {e}");
+                return ExitCode::FAILURE;
+            }
         }
+    } else {
+        let consumer = Arc::new(Consumer {
+            engine: Engine::new(MemoryStore::new()).with_policy(policy),
+            warehouse: Arc::clone(&warehouse),
+        });
+        let broker = Arc::new(Broker::default());
+        publish(&broker, &plan);
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|_| {
+                tokio::spawn(worker(
+                    Arc::clone(&consumer),
+                    Arc::clone(&broker),
+                    Arc::clone(&counters),
+                ))
+            })
+            .collect();
+        let all = async {
+            for w in workers {
+                w.await.expect("worker panicked");
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(60), all)
+            .await
+            .is_err()
+        {
+            eprintln!("FAILED: the consumers did not drain the queue within 60s");
+            return ExitCode::FAILURE;
+        }
+        (
+            "an in-memory broker, MemoryStore",
+            broker.deliveries.load(Ordering::SeqCst),
+        )
     };
-    if tokio::time::timeout(Duration::from_secs(60), all)
-        .await
-        .is_err()
-    {
-        eprintln!("FAILED: the consumers did not drain the queue within 60s");
-        return ExitCode::FAILURE;
-    }
-
-    report(&plan, &broker, &counters, &warehouse)
+    report(name, &plan_counts(&plan), deliveries, &counters, &warehouse)
 }
