@@ -175,3 +175,73 @@ impl Drop for PrivateRedis {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The PostgreSQL database the tests use (`IDEM_TEST_DATABASE_URL`, default
+/// the local `test` database as `postgres`).
+pub fn database_url() -> String {
+    std::env::var("IDEM_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test?sslmode=disable".into())
+}
+
+/// A schema name no other test, process or run uses: `idem_t_<unix secs>_<pid>_<n>`.
+pub fn unique_schema() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "idem_t_{}_{}_{}_{}",
+        now.as_secs(),
+        now.subsec_nanos(),
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A pool on the test database.
+pub async fn pg_pool(max_connections: u32) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(&database_url())
+        .await
+        .expect("PostgreSQL at IDEM_TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)")
+}
+
+/// A migrated `PgStore` in a schema of its own. Test schemas older than an
+/// hour (left by earlier runs) are dropped on the way.
+pub async fn pg_store() -> idem_postgres::PgStore {
+    let pool = pg_pool(8).await;
+    drop_stale_schemas(&pool).await;
+    let store = idem_postgres::PgStore::new(pool)
+        .with_schema(&unique_schema())
+        .expect("valid schema name");
+    store.migrate().await.expect("migration");
+    store
+}
+
+async fn drop_stale_schemas(pool: &sqlx::PgPool) {
+    let cutoff = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        .saturating_sub(3600);
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'idem\\_t\\_%'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default();
+    for name in names {
+        let secs = name.split('_').nth(2).and_then(|s| s.parse::<u64>().ok());
+        if secs.is_some_and(|s| s < cutoff)
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP SCHEMA IF EXISTS \"{name}\" CASCADE"
+            )))
+            .execute(pool)
+            .await;
+        }
+    }
+}

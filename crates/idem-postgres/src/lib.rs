@@ -1,8 +1,470 @@
-//! `idem-postgres` will provide a `Store` for idem on PostgreSQL: one SQL statement
-//! per transition, expiry by the server's `now()`, a shipped schema migration, a
-//! bounded purge of expired rows, and completion of a record inside the caller's
-//! own transaction so that the business writes and the record commit together.
+//! # idem-postgres
 //!
-//! **Status: not implemented yet.** This crate exports nothing today; its work is
-//! tracked in the project's issue list. Until it lands, use `idem_core::MemoryStore`
-//! with `idem_core::Engine`.
+//! A [`Store`] for idem on PostgreSQL: records that survive a cache flush, and
+//! exactly-once effects, because a record can complete **in the same
+//! transaction as the business writes** ([`PgStore::complete_in_transaction`]):
+//! either both commit or neither does.
+//!
+//! - `begin` is one statement (`INSERT ... ON CONFLICT DO UPDATE ... WHERE`
+//!   the old record is no longer live, with a read of the live one in the
+//!   same statement); it takes over an expired lease atomically.
+//! - `complete`, `release` and `renew` are one `UPDATE` each, matching the
+//!   fencing token; a holder whose lease ran out or was taken over changes
+//!   nothing and gets `LeaseLost`.
+//! - Expiry is decided by the server's `clock_timestamp()`.
+//! - The schema ships with the crate ([`PgStore::migrate`], safe to run
+//!   twice and concurrently; or take [`PgStore::migration_sql`] into your own
+//!   migration tool). Schema and table names are configurable.
+//! - Expired records are purged in bounded batches
+//!   ([`PgStore::purge_expired`]), optionally by a background task
+//!   ([`PgStore::spawn_purger`]).
+//!
+//! ```no_run
+//! use idem_core::{Call, Engine, Failure, Fingerprint, IdempotencyKey};
+//! use idem_postgres::PgStore;
+//!
+//! #[derive(Debug, serde::Serialize, serde::Deserialize)]
+//! struct DatabaseDown;
+//! impl Failure for DatabaseDown {
+//!     fn is_final(&self) -> bool { false } // released: a retry runs again
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = sqlx::postgres::PgPoolOptions::new()
+//!     .connect("postgres://app@db/payments")
+//!     .await?;
+//! let store = PgStore::new(pool.clone()).with_schema("idem")?;
+//! store.migrate().await?;
+//! let engine = Engine::new(store.clone());
+//!
+//! let call = Call::new("account-7", IdempotencyKey::parse("k-1")?, Fingerprint::of("debit", &1000)?);
+//! let receipt = engine
+//!     .run(&call, |claim| async move {
+//!         let mut tx = pool.begin().await.map_err(|_| DatabaseDown)?;
+//!         sqlx::query("UPDATE accounts SET balance = balance - 1000 WHERE id = 7")
+//!             .execute(&mut *tx)
+//!             .await
+//!             .map_err(|_| DatabaseDown)?;
+//!         let receipt = String::from("debited 1000");
+//!         // The record completes with the debit, or not at all.
+//!         store
+//!             .complete_result_in_transaction(&mut tx, &claim, &Ok::<_, DatabaseDown>(receipt.clone()))
+//!             .await
+//!             .map_err(|_| DatabaseDown)?;
+//!         tx.commit().await.map_err(|_| DatabaseDown)?;
+//!         Ok(receipt)
+//!     })
+//!     .await;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::machine::micros;
+use idem_core::{
+    async_trait, encode_result, Begin, Claim, FencingToken, Fingerprint, Lease, Outcome, RecordId,
+    Store, StoreError,
+};
+use serde::Serialize;
+use sqlx::postgres::PgPool;
+use sqlx::{AssertSqlSafe, PgConnection, Row};
+
+/// Why a schema or table name was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a valid name: use 1 to 63 lowercase letters, digits and `_`, not starting with a digit")]
+pub struct InvalidName(String);
+
+fn check_name(name: &str) -> Result<(), InvalidName> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit();
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidName(name.to_owned()))
+    }
+}
+
+/// The statements, rendered once for the configured schema and table.
+struct Sql {
+    begin: Arc<str>,
+    complete: Arc<str>,
+    release: Arc<str>,
+    renew: Arc<str>,
+    purge: Arc<str>,
+    migration: Vec<String>,
+}
+
+impl Sql {
+    fn new(schema: &str, table: &str) -> Self {
+        let t = format!("\"{schema}\".\"{table}\"");
+        let now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        Self {
+            // One statement: claim a new or no-longer-live record, or read the
+            // live one. If a concurrent insert commits between this statement's
+            // snapshot and its insert, neither part returns a row and the
+            // statement is run again.
+            begin: format!(
+                "WITH clock AS (SELECT clock_timestamp() AS t), \
+                 upsert AS ( \
+                   INSERT INTO {t} AS r (id, fingerprint, token, completed, deadline, outcome) \
+                   SELECT $1, $2, (extract(epoch FROM t) * 1000000)::bigint, false, \
+                          t + $3::bigint * interval '1 microsecond', NULL FROM clock \
+                   ON CONFLICT (id) DO UPDATE \
+                     SET fingerprint = EXCLUDED.fingerprint, \
+                         token = GREATEST(r.token + 1, EXCLUDED.token), \
+                         completed = false, deadline = EXCLUDED.deadline, outcome = NULL \
+                     WHERE r.deadline <= clock_timestamp() \
+                   RETURNING r.token) \
+                 SELECT 'A'::text AS kind, token, NULL::bytea AS outcome, 0::bigint AS left_us FROM upsert \
+                 UNION ALL \
+                 SELECT CASE WHEN r.fingerprint <> $2 THEN 'M' WHEN r.completed THEN 'R' ELSE 'I' END, \
+                        r.token, \
+                        CASE WHEN r.completed AND r.fingerprint = $2 THEN r.outcome END, \
+                        GREATEST((extract(epoch FROM (r.deadline - clock.t)) * 1000000)::bigint, 0) \
+                 FROM {t} r, clock WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM upsert)"
+            )
+            .into(),
+            complete: format!(
+                "WITH upd AS ( \
+                   UPDATE {t} SET completed = true, \
+                     deadline = clock_timestamp() + $3::bigint * interval '1 microsecond', outcome = $4 \
+                   WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp() \
+                   RETURNING 1) \
+                 SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS ( \
+                   SELECT 1 FROM {t} WHERE id = $1 AND token = $2 AND completed AND deadline > clock_timestamp())"
+            )
+            .into(),
+            release: format!(
+                "UPDATE {t} SET deadline = clock_timestamp() \
+                 WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+            )
+            .into(),
+            renew: format!(
+                "UPDATE {t} SET deadline = clock_timestamp() + $3::bigint * interval '1 microsecond' \
+                 WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+            )
+            .into(),
+            // A record is dropped only once it is not live and the clock has
+            // passed its token, so later tokens drawn from the clock stay greater.
+            purge: format!(
+                "DELETE FROM {t} WHERE id IN ( \
+                   SELECT id FROM {t} WHERE deadline < clock_timestamp() AND token < {now_us} \
+                   ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)"
+            )
+            .into(),
+            migration: vec![
+                format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {t} ( \
+                       id bytea PRIMARY KEY, \
+                       fingerprint bytea NOT NULL, \
+                       token bigint NOT NULL, \
+                       completed boolean NOT NULL, \
+                       deadline timestamptz NOT NULL, \
+                       outcome bytea)"
+                ),
+                format!("CREATE INDEX IF NOT EXISTS \"{table}_deadline_idx\" ON {t} (deadline)"),
+            ],
+        }
+    }
+}
+
+/// A [`Store`] on PostgreSQL. Cheap to clone: clones share the pool.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    schema: Arc<str>,
+    table: Arc<str>,
+    sql: Arc<Sql>,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("schema", &self.schema)
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default schema.
+pub const DEFAULT_SCHEMA: &str = "idem";
+/// The default table.
+pub const DEFAULT_TABLE: &str = "records";
+
+fn db_error(what: &str, e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &e {
+        if db.code().as_deref() == Some("42P01") {
+            return StoreError::corrupt(format!(
+                "postgres {what}: the records table does not exist; run PgStore::migrate first"
+            ));
+        }
+    }
+    StoreError::unavailable(format!("postgres {what} failed"), e)
+}
+
+fn us(d: Duration) -> i64 {
+    i64::try_from(micros(d)).unwrap_or(i64::MAX)
+}
+
+fn token(lease: &Lease) -> i64 {
+    i64::try_from(lease.token.0).unwrap_or(i64::MAX)
+}
+
+impl PgStore {
+    /// A store on `pool`, in schema `idem`, table `records`.
+    pub fn new(pool: PgPool) -> Self {
+        Self {
+            pool,
+            schema: DEFAULT_SCHEMA.into(),
+            table: DEFAULT_TABLE.into(),
+            sql: Arc::new(Sql::new(DEFAULT_SCHEMA, DEFAULT_TABLE)),
+        }
+    }
+
+    /// Uses another schema (1 to 63 of `a-z`, `0-9`, `_`).
+    pub fn with_schema(mut self, schema: &str) -> Result<Self, InvalidName> {
+        check_name(schema)?;
+        self.schema = schema.into();
+        self.sql = Arc::new(Sql::new(&self.schema, &self.table));
+        Ok(self)
+    }
+
+    /// Uses another table name (1 to 63 of `a-z`, `0-9`, `_`).
+    pub fn with_table(mut self, table: &str) -> Result<Self, InvalidName> {
+        check_name(table)?;
+        self.table = table.into();
+        self.sql = Arc::new(Sql::new(&self.schema, &self.table));
+        Ok(self)
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The migration's statements, for your own migration tool.
+    pub fn migration_sql(&self) -> String {
+        self.sql.migration.join(";\n") + ";\n"
+    }
+
+    /// Creates the schema, table and index if they do not exist. Safe to run
+    /// twice, and from several instances at once (an advisory lock orders them).
+    pub async fn migrate(&self) -> Result<(), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(7300861234500001)")
+            .execute(&mut *tx)
+            .await?;
+        for statement in &self.sql.migration {
+            sqlx::query(AssertSqlSafe(statement.clone()))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await
+    }
+
+    /// Deletes up to `limit` expired records; returns how many.
+    pub async fn purge_expired(&self, limit: u32) -> Result<u64, StoreError> {
+        sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.purge)))
+            .bind(i64::from(limit))
+            .execute(&self.pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(|e| db_error("purge", e))
+    }
+
+    /// Purges expired records every `every`, `batch` at a time, until the
+    /// returned handle is aborted or dropped with the runtime.
+    pub fn spawn_purger(&self, every: Duration, batch: u32) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                // Drain in batches, so that one pass never holds many locks.
+                loop {
+                    match store.purge_expired(batch).await {
+                        Ok(n) if n == u64::from(batch) => {}
+                        Ok(n) => {
+                            if n > 0 {
+                                tracing::debug!(target: "idem", purged = n, "postgres purged expired records");
+                            }
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::warn!(target: "idem", error = %e, "postgres purge failed");
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// Completes the record of `claim` with `outcome` inside the caller's
+    /// transaction, beside its business writes: the record is completed if and
+    /// only if the transaction commits. If the claim was lost (its lease ran out
+    /// or was taken over), this fails with `LeaseLost` and the caller must not
+    /// commit (return the error so that the transaction rolls back).
+    ///
+    /// The engine's own completion afterwards is a no-op.
+    pub async fn complete_in_transaction(
+        &self,
+        tx: &mut PgConnection,
+        claim: &Claim,
+        outcome: &Outcome,
+    ) -> Result<(), StoreError> {
+        self.complete_on(tx, claim.record_id(), claim.lease(), outcome, claim.ttl())
+            .await
+    }
+
+    /// [`complete_in_transaction`](Self::complete_in_transaction) with a
+    /// result encoded as [`Engine::run`](idem_core::Engine::run) records it,
+    /// so that retries replay it.
+    pub async fn complete_result_in_transaction<T: Serialize, E: Serialize>(
+        &self,
+        tx: &mut PgConnection,
+        claim: &Claim,
+        result: &Result<T, E>,
+    ) -> Result<(), StoreError> {
+        let outcome = encode_result(result).map_err(|e| StoreError::corrupt(e.to_string()))?;
+        self.complete_in_transaction(tx, claim, &outcome).await
+    }
+
+    async fn complete_on<'c, X>(
+        &self,
+        executor: X,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError>
+    where
+        X: sqlx::Executor<'c, Database = sqlx::Postgres>,
+    {
+        let done: bool = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.complete)))
+            .bind(&id.as_bytes()[..])
+            .bind(token(lease))
+            .bind(us(ttl))
+            .bind(outcome.as_bytes())
+            .fetch_one(executor)
+            .await
+            .map_err(|e| db_error("complete", e))?;
+        if done {
+            Ok(())
+        } else {
+            Err(StoreError::lease_lost())
+        }
+    }
+
+    async fn fenced_update(
+        &self,
+        what: &str,
+        sql: &Arc<str>,
+        id: &RecordId,
+        lease: &Lease,
+        extra: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let mut q = sqlx::query(AssertSqlSafe(Arc::clone(sql)))
+            .bind(&id.as_bytes()[..])
+            .bind(token(lease));
+        if let Some(v) = extra {
+            q = q.bind(v);
+        }
+        let done = q.execute(&self.pool).await.map_err(|e| db_error(what, e))?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::lease_lost())
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        // Zero rows only when a concurrent first insert of the same key
+        // committed between this statement's snapshot and its insert: run again.
+        for _ in 0..5 {
+            let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.begin)))
+                .bind(&id.as_bytes()[..])
+                .bind(&fingerprint.as_bytes()[..])
+                .bind(us(lease))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| db_error("begin", e))?;
+            let Some(row) = row else { continue };
+            let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres begin: {e}"));
+            let kind: String = row.try_get("kind").map_err(get)?;
+            let token: i64 = row.try_get("token").map_err(get)?;
+            return match kind.as_str() {
+                "A" => Ok(Begin::Acquired(Lease {
+                    token: FencingToken(u64::try_from(token).unwrap_or(0)),
+                    duration: lease,
+                })),
+                "I" => {
+                    let left: i64 = row.try_get("left_us").map_err(get)?;
+                    Ok(Begin::InFlight {
+                        retry_after: Duration::from_micros(u64::try_from(left).unwrap_or(0)),
+                    })
+                }
+                "R" => {
+                    let outcome: Option<Vec<u8>> = row.try_get("outcome").map_err(get)?;
+                    outcome
+                        .map(|o| Begin::Replay(Outcome::new(o)))
+                        .ok_or_else(|| {
+                            StoreError::corrupt("postgres begin: completed record without outcome")
+                        })
+                }
+                "M" => Ok(Begin::Mismatch),
+                other => Err(StoreError::corrupt(format!(
+                    "postgres begin: unexpected kind {other}"
+                ))),
+            };
+        }
+        Err(StoreError::unavailable(
+            "postgres begin",
+            "the record changed under five attempts in a row",
+        ))
+    }
+
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.complete_on(&self.pool, id, lease, outcome, ttl).await
+    }
+
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+        self.fenced_update("release", &self.sql.release, id, lease, None)
+            .await
+    }
+
+    async fn renew(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        duration: Duration,
+    ) -> Result<Lease, StoreError> {
+        self.fenced_update("renew", &self.sql.renew, id, lease, Some(us(duration)))
+            .await?;
+        Ok(Lease {
+            token: lease.token,
+            duration,
+        })
+    }
+}
