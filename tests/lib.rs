@@ -245,3 +245,78 @@ async fn drop_stale_schemas(pool: &sqlx::PgPool) {
         }
     }
 }
+
+/// A TCP proxy in front of PostgreSQL that counts the statements clients
+/// execute: each `Execute` (extended protocol) and `Query` (simple protocol)
+/// message. Statements are counted on the wire, not by the code under test.
+pub struct PgStatementCounter {
+    /// Where clients connect instead of the server.
+    pub addr: std::net::SocketAddr,
+    executed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl PgStatementCounter {
+    /// Starts a proxy to `upstream` (`host:port`).
+    pub async fn start(upstream: &str) -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let executed = std::sync::Arc::new(AtomicU64::new(0));
+        let counter = std::sync::Arc::clone(&executed);
+        let upstream = upstream.to_owned();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let counter = std::sync::Arc::clone(&counter);
+                tokio::spawn(async move {
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut server_read, mut server_write) = server.into_split();
+                    let to_client = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                    });
+                    // The startup message has no type byte: length, then body.
+                    let mut len = [0u8; 4];
+                    if client_read.read_exact(&mut len).await.is_ok() {
+                        let mut body =
+                            vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+                        if client_read.read_exact(&mut body).await.is_ok()
+                            && server_write.write_all(&len).await.is_ok()
+                            && server_write.write_all(&body).await.is_ok()
+                        {
+                            // Then typed messages: type, length, body.
+                            let mut head = [0u8; 5];
+                            while client_read.read_exact(&mut head).await.is_ok() {
+                                if head[0] == b'E' || head[0] == b'Q' {
+                                    counter.fetch_add(1, Ordering::SeqCst);
+                                }
+                                let n = (u32::from_be_bytes([head[1], head[2], head[3], head[4]])
+                                    as usize)
+                                    .saturating_sub(4);
+                                let mut body = vec![0u8; n];
+                                if client_read.read_exact(&mut body).await.is_err()
+                                    || server_write.write_all(&head).await.is_err()
+                                    || server_write.write_all(&body).await.is_err()
+                                {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    let _ = server_write.shutdown().await;
+                    to_client.abort();
+                });
+            }
+        });
+        Self { addr, executed }
+    }
+
+    /// Statements executed through the proxy so far.
+    pub fn executed(&self) -> u64 {
+        self.executed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

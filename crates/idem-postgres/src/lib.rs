@@ -250,6 +250,16 @@ impl PgStore {
         &self.pool
     }
 
+    /// The schema.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
     /// The migration's statements, for your own migration tool.
     pub fn migration_sql(&self) -> String {
         self.sql.migration.join(";\n") + ";\n"
@@ -322,6 +332,19 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         self.complete_on(tx, claim.record_id(), claim.lease(), outcome, claim.ttl())
             .await
+    }
+
+    /// [`complete_in_transaction`](Self::complete_in_transaction) for a lease
+    /// taken with [`Store::begin`] directly rather than through the engine.
+    pub async fn complete_in_transaction_with_lease(
+        &self,
+        tx: &mut PgConnection,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.complete_on(tx, id, lease, outcome, ttl).await
     }
 
     /// [`complete_in_transaction`](Self::complete_in_transaction) with a
