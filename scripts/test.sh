@@ -12,6 +12,9 @@ cargo fmt --all --check
 echo "==> cargo clippy --workspace --all-targets --all-features -- -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
+echo "==> build the examples (the crash test runs the payments binary)"
+cargo build --workspace --examples
+
 echo "==> tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --all-features --no-fail-fast

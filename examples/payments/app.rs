@@ -14,12 +14,17 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use idem_axum::Idempotent;
-use idem_core::Engine;
+use idem_axum::{Idempotent, Problem, ProblemKind};
+use idem_core::{Claim, Engine};
+use idem_postgres::PgStore;
 use serde::{Deserialize, Serialize};
+use sqlx::AssertSqlSafe;
 
 /// The balance of a new account.
 pub const OPENING_BALANCE: u64 = 10_000;
+
+/// Turns a debit's result into the HTTP answer.
+pub type Respond<'a> = &'a (dyn Fn(Result<u64, LedgerError>) -> Response + Send + Sync);
 
 /// Where balances live.
 #[idem_core::async_trait]
@@ -28,6 +33,18 @@ pub trait Ledger: Send + Sync + 'static {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError>;
     /// Debits `amount`, returning the balance after.
     async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError>;
+    /// Debits and answers. A transactional ledger (PostgreSQL) overrides this
+    /// to complete the idempotency record in the debit's own transaction;
+    /// the others leave the record to the engine.
+    async fn debit_and_record(
+        &self,
+        account: &str,
+        amount: u64,
+        _claim: &Claim,
+        respond: Respond<'_>,
+    ) -> Response {
+        respond(self.debit(account, amount).await)
+    }
 }
 
 /// Why a ledger operation failed.
@@ -141,6 +158,153 @@ impl Ledger for RedisLedger {
         } else {
             Err(LedgerError::InsufficientFunds { balance, amount })
         }
+    }
+}
+
+/// Balances in PostgreSQL, beside the idempotency records: each debit
+/// commits together with its record, or not at all.
+#[derive(Clone)]
+pub struct PgLedger {
+    store: PgStore,
+    accounts: String,
+}
+
+impl PgLedger {
+    /// A ledger in the store's schema (table `accounts`).
+    pub fn new(store: PgStore) -> Self {
+        let accounts = format!("\"{}\".accounts", store.schema());
+        Self { store, accounts }
+    }
+
+    /// Creates the accounts table if it does not exist.
+    pub async fn migrate(&self) -> Result<(), sqlx::Error> {
+        sqlx::query(AssertSqlSafe(format!(
+            "CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))",
+            self.accounts
+        )))
+        .execute(self.store.pool())
+        .await
+        .map(|_| ())
+    }
+
+    async fn debit_in(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        account: &str,
+        amount: u64,
+    ) -> Result<u64, LedgerError> {
+        let db = |e: sqlx::Error| LedgerError::Unavailable(format!("postgres: {e}"));
+        let amount = i64::try_from(amount)
+            .map_err(|_| LedgerError::InsufficientFunds { balance: 0, amount })?;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {} (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+            self.accounts
+        )))
+        .bind(account)
+        .bind(i64::try_from(OPENING_BALANCE).unwrap_or(i64::MAX))
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        let after: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "UPDATE {} SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance",
+            self.accounts
+        )))
+        .bind(account)
+        .bind(amount)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?;
+        if let Some(after) = after {
+            return Ok(u64::try_from(after).unwrap_or(0));
+        }
+        let balance: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT balance FROM {} WHERE id = $1",
+            self.accounts
+        )))
+        .bind(account)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        Err(LedgerError::InsufficientFunds {
+            balance: u64::try_from(balance).unwrap_or(0),
+            amount: u64::try_from(amount).unwrap_or(0),
+        })
+    }
+}
+
+#[idem_core::async_trait]
+impl Ledger for PgLedger {
+    async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
+        let found: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT balance FROM {} WHERE id = $1",
+            self.accounts
+        )))
+        .bind(account)
+        .fetch_optional(self.store.pool())
+        .await
+        .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
+        Ok(found.map_or(OPENING_BALANCE, |b| u64::try_from(b).unwrap_or(0)))
+    }
+
+    async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
+        let mut tx = self
+            .store
+            .pool()
+            .begin()
+            .await
+            .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
+        let balance = self.debit_in(&mut tx, account, amount).await?;
+        tx.commit()
+            .await
+            .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
+        Ok(balance)
+    }
+
+    async fn debit_and_record(
+        &self,
+        account: &str,
+        amount: u64,
+        claim: &Claim,
+        respond: Respond<'_>,
+    ) -> Response {
+        let mut tx = match self.store.pool().begin().await {
+            Ok(tx) => tx,
+            Err(e) => return respond(Err(LedgerError::Unavailable(format!("postgres: {e}")))),
+        };
+        let response = respond(self.debit_in(&mut tx, account, amount).await);
+        if response.status().is_server_error() {
+            // Not recorded: the transaction rolls back and a retry debits.
+            return response;
+        }
+        let (parts, body) = response.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        };
+        let outcome = idem_axum::encode_response(parts.status, &parts.headers, &bytes);
+        if let Err(e) = self
+            .store
+            .complete_in_transaction(&mut tx, claim, &outcome)
+            .await
+        {
+            // The claim was lost (taken over): the debit must not commit.
+            let kind = if e.is_lease_lost() {
+                ProblemKind::LeaseLost
+            } else {
+                ProblemKind::StoreUnavailable
+            };
+            return Problem::new(
+                kind,
+                "the debit was not committed; retry with the same Idempotency-Key",
+            )
+            .retry_after(1)
+            .into_response();
+        }
+        if let Err(e) = tx.commit().await {
+            return respond(Err(LedgerError::Unavailable(format!(
+                "postgres commit: {e}"
+            ))));
+        }
+        Response::from_parts(parts, axum::body::Body::from(bytes))
     }
 }
 
@@ -264,7 +428,7 @@ async fn debit(
     let req = &req;
     idem.run(scope, req, |claim| async move {
         let debit_id = format!("dbt_{}", claim.fencing_token());
-        apply_debit(&app, id, req, debit_id).await
+        apply_debit(&app, id, req, debit_id, Some(&claim)).await
     })
     .await
 }
@@ -279,12 +443,19 @@ async fn debit_without_idem(
         return r;
     }
     let debit_id = format!("dbt_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    apply_debit(&app, id, &req, debit_id).await
+    apply_debit(&app, id, &req, debit_id, None).await
 }
 
 /// The debit itself: validate, call the (simulated) provider, move the
 /// money, answer. The handlers (and the benchmarks' baselines) wrap it.
-pub async fn apply_debit(app: &App, id: String, req: &Debit, debit_id: String) -> Response {
+/// `claim` is `None` without idempotency.
+pub async fn apply_debit(
+    app: &App,
+    id: String,
+    req: &Debit,
+    debit_id: String,
+    claim: Option<&Claim>,
+) -> Response {
     if req.amount == 0 {
         return problem(
             StatusCode::BAD_REQUEST,
@@ -297,7 +468,9 @@ pub async fn apply_debit(app: &App, id: String, req: &Debit, debit_id: String) -
     if !app.debit_delay.is_zero() {
         tokio::time::sleep(app.debit_delay).await;
     }
-    match app.ledger.debit(&id, req.amount).await {
+    let amount = req.amount;
+    let account = id.clone();
+    let respond = move |result: Result<u64, LedgerError>| match result {
         Ok(balance) => (
             StatusCode::CREATED,
             [(
@@ -305,9 +478,9 @@ pub async fn apply_debit(app: &App, id: String, req: &Debit, debit_id: String) -
                 format!("/accounts/{id}/debits/{debit_id}"),
             )],
             Json(Receipt {
-                debit_id,
-                account: id,
-                amount: req.amount,
+                debit_id: debit_id.clone(),
+                account: id.clone(),
+                amount,
                 balance,
             }),
         )
@@ -326,5 +499,13 @@ pub async fn apply_debit(app: &App, id: String, req: &Debit, debit_id: String) -
             "Ledger unavailable",
             &e.to_string(),
         ),
+    };
+    match claim {
+        Some(claim) => {
+            app.ledger
+                .debit_and_record(&account, amount, claim, &respond)
+                .await
+        }
+        None => respond(app.ledger.debit(&account, amount).await),
     }
 }

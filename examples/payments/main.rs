@@ -3,18 +3,76 @@
 //! ```sh
 //! cargo run --example payments            # in-memory store on 127.0.0.1:3000
 //! ADDR=127.0.0.1:8080 DEBIT_DELAY_MS=2000 cargo run --example payments
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example payments
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example payments
 //! ```
 //!
-//! The store is chosen by environment: `REDIS_URL` for Redis, `DATABASE_URL`
-//! for PostgreSQL, neither for memory.
+//! Environment:
+//! - `ADDR`: where to listen (default `127.0.0.1:3000`);
+//! - `REDIS_URL`: records and balances in Redis;
+//! - `DATABASE_URL`: records and balances in PostgreSQL (schema `PG_SCHEMA`,
+//!   default `payments`), each debit committed with its record;
+//! - neither: both in memory;
+//! - `DEBIT_DELAY_MS`: a slow payment provider inside each debit (default 0);
+//! - `LEASE_MS`: how long a claim lives without renewal (default 60000).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{Engine, MemoryStore};
-use idem_examples::payments::{router, App, Ledger, MemoryLedger, RedisLedger};
+use idem_core::{Engine, MemoryStore, Policy};
+use idem_examples::payments::{router, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
+use idem_postgres::PgStore;
 use idem_redis::RedisStore;
+
+fn millis(var: &str, default: u64) -> Result<Duration, String> {
+    match std::env::var(var) {
+        Err(_) => Ok(Duration::from_millis(default)),
+        Ok(v) => v
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|e| format!("{var} must be a whole number of milliseconds: {e}")),
+    }
+}
+
+async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
+    // Records and balances both live in Redis, so instances behind a balancer
+    // share them.
+    let store = RedisStore::connect(url)
+        .await
+        .map_err(|e| format!("REDIS_URL: {e}"))?;
+    let ledger = RedisLedger::connect(url, "payments:balance:")
+        .await
+        .map_err(|e| format!("REDIS_URL: cannot open the ledger: {:?}", e.kind()))?;
+    Ok((
+        Engine::new(store.with_prefix("payments:idem:")),
+        Arc::new(ledger),
+    ))
+}
+
+async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
+    let schema = std::env::var("PG_SCHEMA").unwrap_or_else(|_| "payments".into());
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(url)
+        .await
+        .map_err(|e| format!("DATABASE_URL: cannot connect: {e}"))?;
+    let store = PgStore::new(pool)
+        .with_schema(&schema)
+        .map_err(|e| format!("PG_SCHEMA: {e}"))?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| format!("migration failed: {e}"))?;
+    let ledger = PgLedger::new(store.clone());
+    ledger
+        .migrate()
+        .await
+        .map_err(|e| format!("ledger migration failed: {e}"))?;
+    store.spawn_purger(Duration::from_secs(60), 1000);
+    Ok((Engine::new(store), Arc::new(ledger)))
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -24,73 +82,42 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info,idem=debug".into()),
         )
         .init();
-
-    for (var, store) in [
-        ("REDIS_URL", "Redis (idem-redis)"),
-        ("DATABASE_URL", "PostgreSQL (idem-postgres)"),
-    ] {
-        if std::env::var_os(var).is_some() {
-            eprintln!("payments: {var} is set, but the {store} store is not implemented yet; unset {var} to run on the in-memory store");
-            return ExitCode::from(2);
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("payments: {e}");
+            ExitCode::FAILURE
         }
     }
+}
+
+async fn run() -> Result<(), String> {
     let addr = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
-    let debit_delay = match std::env::var("DEBIT_DELAY_MS").map(|v| v.parse::<u64>()) {
-        Err(_) => Duration::ZERO,
-        Ok(Ok(ms)) => Duration::from_millis(ms),
-        Ok(Err(e)) => {
-            eprintln!("payments: DEBIT_DELAY_MS must be a whole number of milliseconds: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let (engine, ledger, store_name): (Engine, Arc<dyn Ledger>, &str) =
-        match std::env::var("REDIS_URL") {
-            Ok(url) => {
-                // Records and balances both live in Redis, so instances behind a
-                // balancer share them.
-                let store = match RedisStore::connect(&url).await {
-                    Ok(store) => store.with_prefix("payments:idem:"),
-                    Err(e) => {
-                        eprintln!("payments: REDIS_URL: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                };
-                let ledger = match RedisLedger::connect(&url, "payments:balance:").await {
-                    Ok(ledger) => ledger,
-                    Err(e) => {
-                        eprintln!(
-                            "payments: REDIS_URL: cannot open the ledger: {:?}",
-                            e.kind()
-                        );
-                        return ExitCode::FAILURE;
-                    }
-                };
-                (Engine::new(store), Arc::new(ledger), "redis")
-            }
-            Err(_) => (
-                Engine::new(MemoryStore::new()),
-                Arc::new(MemoryLedger::default()),
+    let debit_delay = millis("DEBIT_DELAY_MS", 0)?;
+    let lease = millis("LEASE_MS", 60_000)?;
+    let (store_name, (engine, ledger)) =
+        match (std::env::var("REDIS_URL"), std::env::var("DATABASE_URL")) {
+            (Ok(_), Ok(_)) => return Err("set REDIS_URL or DATABASE_URL, not both".into()),
+            (Ok(url), Err(_)) => ("redis", redis(&url).await?),
+            (Err(_), Ok(url)) => ("postgres", postgres(&url).await?),
+            (Err(_), Err(_)) => (
                 "memory",
+                (
+                    Engine::new(MemoryStore::new()),
+                    Arc::new(MemoryLedger::default()) as Arc<dyn Ledger>,
+                ),
             ),
         };
     let app = App {
-        engine,
+        engine: engine.with_policy(Policy::default().lease(lease)),
         ledger,
         debit_delay,
     };
-    let listener = match tokio::net::TcpListener::bind(&addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("payments: cannot listen on {addr}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!(
-        "payments: listening on http://{addr} (store: {store_name}, debit delay: {debit_delay:?})"
-    );
-    if let Err(e) = axum::serve(listener, router(app)).await {
-        eprintln!("payments: server failed: {e}");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    println!("payments: listening on http://{addr} (store: {store_name}, debit delay: {debit_delay:?}, lease: {lease:?})");
+    axum::serve(listener, router(app))
+        .await
+        .map_err(|e| format!("server failed: {e}"))
 }

@@ -95,7 +95,7 @@ async fn naive_debit(
     if claimed.is_none() {
         return StatusCode::CONFLICT.into_response();
     }
-    let response = apply_debit(&n.app, id, &req, key.clone()).await;
+    let response = apply_debit(&n.app, id, &req, key.clone(), None).await;
     let (parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();

@@ -45,4 +45,5 @@ pub use exec::{RecordPolicy, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use extract::Idempotent;
 pub use layer::IdempotencyLayer;
 pub use problem::{Problem, ProblemKind, PROBLEM_TYPE_PREFIX};
+pub use record::encode as encode_response;
 pub use service::IdempotencyService;

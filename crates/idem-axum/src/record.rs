@@ -39,8 +39,11 @@ fn is_recorded(name: &HeaderName, headers: &HeaderMap) -> bool {
     })
 }
 
-/// Encodes status, end-to-end headers (every value, in order) and body.
-pub(crate) fn encode(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Outcome {
+/// Encodes a response the way idem-axum records it: status, end-to-end
+/// headers (every value, in order) and body. A handler that completes its
+/// record inside its own database transaction (`idem-postgres`) encodes the
+/// response it returns with this, so that retries replay it byte for byte.
+pub fn encode(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Outcome {
     let kept: Vec<(&HeaderName, &HeaderValue)> = headers
         .iter()
         .filter(|(n, _)| is_recorded(n, headers))

@@ -1,0 +1,147 @@
+//! A `payments` process on PostgreSQL is killed (SIGKILL) in the middle of a
+//! debit; a retry on a second instance, once the dead instance's lease has
+//! run out, debits exactly once.
+//!
+//! Runs the real example binary (`target/<profile>/examples/payments`, built
+//! by `cargo build --examples`; `scripts/test.sh` builds it first).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use axum::http::{header, StatusCode};
+use idem_tests::{database_url, unique_schema};
+
+fn payments_binary() -> PathBuf {
+    // target/<profile>/deps/<this test> -> target/<profile>/examples/payments
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>");
+    let bin = profile_dir.join("examples").join("payments");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the examples first (`cargo build --examples`)",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+struct Instance {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start(schema: &str, delay_ms: u64, lease_ms: u64) -> Instance {
+    let port = free_port();
+    let instance = Instance {
+        child: Command::new(payments_binary())
+            .env("DATABASE_URL", database_url())
+            .env("PG_SCHEMA", schema)
+            .env("ADDR", format!("127.0.0.1:{port}"))
+            .env("DEBIT_DELAY_MS", delay_ms.to_string())
+            .env("LEASE_MS", lease_ms.to_string())
+            .env("RUST_LOG", "warn")
+            .env_remove("REDIS_URL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start payments"),
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::Client::new();
+    for _ in 0..300 {
+        if client
+            .get(format!("{}/accounts/probe", instance.url))
+            .send()
+            .await
+            .is_ok()
+        {
+            return instance;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("payments did not start on {}", instance.url);
+}
+
+async fn debit(client: &reqwest::Client, url: &str) -> reqwest::Result<reqwest::Response> {
+    client
+        .post(format!("{url}/accounts/ivy/debits"))
+        .header("idempotency-key", "crash-1")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(r#"{"amount":1000}"#)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+}
+
+async fn balance(client: &reqwest::Client, url: &str) -> u64 {
+    let v: serde_json::Value = client
+        .get(format!("{url}/accounts/ivy"))
+        .send()
+        .await
+        .expect("balance")
+        .json()
+        .await
+        .expect("json");
+    v["balance"].as_u64().expect("balance number")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_debit_then_retried_elsewhere_debits_once() {
+    let schema = unique_schema();
+    let lease_ms = 1500;
+    // Instance 1 spends 3s in the payment provider; instance 2 none.
+    let mut first = start(&schema, 3000, lease_ms).await;
+    let second = start(&schema, 0, lease_ms).await;
+    let client = reqwest::Client::new();
+
+    let in_flight = {
+        let (client, url) = (client.clone(), first.url.clone());
+        tokio::spawn(async move { debit(&client, &url).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // SIGKILL in the middle of the debit: no cleanup, no release.
+    first.child.kill().expect("SIGKILL");
+    first.child.wait().expect("reaped");
+    assert!(
+        in_flight.await.expect("task").is_err(),
+        "the client lost its answer"
+    );
+
+    // The dead instance's claim is still alive: a retry is told to wait.
+    let early = debit(&client, &second.url).await.expect("retry");
+    assert_eq!(early.status(), StatusCode::CONFLICT);
+    assert!(early.headers().contains_key(header::RETRY_AFTER));
+
+    // After the lease, the retry takes over and debits once.
+    tokio::time::sleep(Duration::from_millis(lease_ms + 500)).await;
+    let retried = debit(&client, &second.url).await.expect("retry");
+    assert_eq!(retried.status(), StatusCode::CREATED);
+    assert!(!retried.headers().contains_key("idempotent-replayed"));
+    let receipt = retried.bytes().await.expect("receipt");
+    let again = debit(&client, &second.url).await.expect("replay");
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert!(again.headers().contains_key("idempotent-replayed"));
+    assert_eq!(again.bytes().await.expect("receipt"), receipt);
+    assert_eq!(
+        balance(&client, &second.url).await,
+        9_000,
+        "exactly one debit"
+    );
+}
