@@ -3,7 +3,7 @@
 //! 127.0.0.1 with a fresh `Idempotency-Key` on every request (every request
 //! is a first request: one begin and one complete).
 //!
-//! `cargo bench -p idem-tests --bench http_load [-- memory|redis]` (needs `wrk`:
+//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres]` (needs `wrk`:
 //! `apt-get install wrk`). The redis pair compares `RedisStore` with a
 //! baseline doing only `SET NX` and `SET` on the same Redis.
 //!
@@ -23,7 +23,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use idem_core::{Engine, MemoryStore, Policy};
-use idem_examples::payments::{apply_debit, router, router_without_idem, App, Debit, MemoryLedger};
+use idem_examples::payments::{
+    apply_debit, router, router_without_idem, App, Debit, MemoryLedger, PgLedger,
+};
+use idem_postgres::PgStore;
 use idem_redis::RedisStore;
 
 const ROUNDS: usize = 5;
@@ -174,6 +177,130 @@ async fn redis_cleanup() -> Result<u64, redis::RedisError> {
     }
 }
 
+/// The PostgreSQL baseline: the same debit (its own transaction on the same
+/// ledger tables) with the plain statements any correct design needs: an
+/// `INSERT ... ON CONFLICT DO NOTHING` to claim the key, an `UPDATE` to
+/// record the response.
+#[derive(Clone)]
+struct NaivePg {
+    app: App,
+    pool: sqlx::PgPool,
+    keys: String,
+}
+
+async fn naive_pg_debit(
+    State(n): State<NaivePg>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(req): Json<Debit>,
+) -> Response {
+    let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let key = format!("{id}:{key}");
+    let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {} (key) VALUES ($1) ON CONFLICT DO NOTHING",
+        n.keys
+    )))
+    .bind(&key)
+    .execute(&n.pool)
+    .await;
+    match claimed {
+        Ok(r) if r.rows_affected() == 1 => {}
+        Ok(_) => return StatusCode::CONFLICT.into_response(),
+        Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+    let response = apply_debit(&n.app, id, &req, key.clone(), None).await;
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let recorded = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE {} SET response = $2 WHERE key = $1",
+        n.keys
+    )))
+    .bind(&key)
+    .bind(bytes.as_ref())
+    .execute(&n.pool)
+    .await;
+    if recorded.is_err() {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+async fn pg_pair() -> Result<(String, String, Vec<String>), String> {
+    let url = std::env::var("IDEM_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test?sslmode=disable".into());
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(32)
+        .connect(&url)
+        .await
+        .map_err(|e| format!("postgres: {e}"))?;
+    let (idem_schema, naive_schema) = (
+        format!("idem_bench_{}", std::process::id()),
+        format!("idem_bench_naive_{}", std::process::id()),
+    );
+    let store = PgStore::new(pool.clone())
+        .with_schema(&idem_schema)
+        .map_err(|e| e.to_string())?;
+    store.migrate().await.map_err(|e| e.to_string())?;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.map_err(|e| e.to_string())?;
+    let naive_store = PgStore::new(pool.clone())
+        .with_schema(&naive_schema)
+        .map_err(|e| e.to_string())?;
+    naive_store.migrate().await.map_err(|e| e.to_string())?;
+    let naive_ledger = PgLedger::new(naive_store);
+    naive_ledger.migrate().await.map_err(|e| e.to_string())?;
+    let keys = format!("\"{naive_schema}\".keys");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE {keys} (key text PRIMARY KEY, response bytea)"
+    )))
+    .execute(&pool)
+    .await
+    .map_err(|e| e.to_string())?;
+    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+    let idem = App {
+        engine,
+        ledger: Arc::new(ledger),
+        debit_delay: Duration::ZERO,
+    };
+    let naive = Router::new()
+        .route("/accounts/{id}/debits", post(naive_pg_debit))
+        .with_state(NaivePg {
+            app: App {
+                engine: Engine::new(MemoryStore::new()),
+                ledger: Arc::new(naive_ledger),
+                debit_delay: Duration::ZERO,
+            },
+            pool,
+            keys,
+        });
+    Ok((
+        idem_tests::serve(naive).await,
+        idem_tests::serve(router(idem)).await,
+        vec![idem_schema, naive_schema],
+    ))
+}
+
+async fn pg_cleanup(schemas: &[String]) -> Result<(), sqlx::Error> {
+    let url = std::env::var("IDEM_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test?sslmode=disable".into());
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await?;
+    for s in schemas {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS \"{s}\" CASCADE"
+        )))
+        .execute(&pool)
+        .await?;
+    }
+    Ok(())
+}
+
 /// One wrk run; returns requests per second, refusing runs with errors or
 /// non-2xx answers (those would make a variant look faster than it is).
 fn wrk(url: &str, script: &str) -> Result<f64, String> {
@@ -233,7 +360,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -275,6 +402,19 @@ fn main() -> ExitCode {
             match rt.block_on(redis_cleanup()) {
                 Ok(n) => println!("  deleted the run's {n} keys from Redis"),
                 Err(e) => eprintln!("  could not delete the run's keys: {e}"),
+            }
+            compared?;
+        }
+        if wanted("postgres") {
+            let (naive, idem, schemas) = rt.block_on(pg_pair())?;
+            let compared = compare(
+                "postgres",
+                ["INSERT + UPDATE (baseline)", "with idem (PgStore)"],
+                [&naive, &idem],
+                &script,
+            );
+            if let Err(e) = rt.block_on(pg_cleanup(&schemas)) {
+                eprintln!("  could not drop the run's schemas: {e}");
             }
             compared?;
         }

@@ -247,6 +247,7 @@ pub struct Claim {
     lease: Lease,
     ttl: Duration,
     lost: Arc<AtomicBool>,
+    completed_externally: Arc<AtomicBool>,
 }
 
 impl Claim {
@@ -274,6 +275,21 @@ impl Claim {
     /// operation may check this before an irreversible step.
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Tells the engine that the record was completed outside it, inside the
+    /// operation's own database transaction, so that it does not complete it
+    /// again when the operation returns a result to record. Store adapters
+    /// call this after their in-transaction completion succeeded (see
+    /// `idem-postgres`); if the transaction then fails to commit, the operation
+    /// returns an error and the engine releases the claim as usual.
+    pub fn mark_completed_externally(&self) {
+        self.completed_externally.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`mark_completed_externally`](Self::mark_completed_externally) was called.
+    pub fn is_completed_externally(&self) -> bool {
+        self.completed_externally.load(Ordering::SeqCst)
     }
 }
 
@@ -488,11 +504,13 @@ impl Engine {
             renewal: None,
             scope: call.scope.clone(),
         };
+        let completed_externally = Arc::new(AtomicBool::new(false));
         let claim = Claim {
             id: call.id,
             lease,
             ttl,
             lost: Arc::clone(&lost),
+            completed_externally: Arc::clone(&completed_externally),
         };
         let renew_every = lease_len / 3;
         let fut = op(claim);
@@ -519,6 +537,11 @@ impl Engine {
         }
 
         match completion {
+            Completion::Record { value, .. } if completed_externally.load(Ordering::SeqCst) => {
+                guard.state = GuardState::Done;
+                decision(call, "completed_in_transaction");
+                Ok(Execution::Executed(value))
+            }
             Completion::Record { value, outcome } => {
                 guard.state = GuardState::Completing(outcome);
                 let done = guard.complete().await;

@@ -52,7 +52,7 @@
 //!             .await
 //!             .map_err(|_| DatabaseDown)?;
 //!         tx.commit().await.map_err(|_| DatabaseDown)?;
-//!         Ok(receipt)
+//!         Ok::<_, DatabaseDown>(receipt)
 //!     })
 //!     .await;
 //! # Ok(())
