@@ -249,8 +249,7 @@ impl Ledger for PgLedger {
     async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
         let mut tx = self
             .store
-            .pool()
-            .begin()
+            .begin_transaction()
             .await
             .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
         let balance = self.debit_in(&mut tx, account, amount).await?;
@@ -267,7 +266,7 @@ impl Ledger for PgLedger {
         claim: &Claim,
         respond: Respond<'_>,
     ) -> Response {
-        let mut tx = match self.store.pool().begin().await {
+        let mut tx = match self.store.begin_transaction().await {
             Ok(tx) => tx,
             Err(e) => return respond(Err(LedgerError::Unavailable(format!("postgres: {e}")))),
         };

@@ -413,6 +413,19 @@ fn main() -> ExitCode {
                 [&naive, &idem],
                 &script,
             );
+            // Requests cut off when wrk stops must not leave a session
+            // inside a transaction (see PgStore::begin_transaction).
+            let leaked: Result<Vec<String>, sqlx::Error> = rt.block_on(async {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let pool = idem_tests::pg_pool(1).await;
+                sqlx::query_scalar(
+                    "SELECT left(query, 100) FROM pg_stat_activity WHERE datname = current_database() \
+                     AND state LIKE 'idle in transaction%' AND now() - state_change > interval '1 second'",
+                )
+                .fetch_all(&pool)
+                .await
+            });
+            println!("  sessions left idle in a transaction: {leaked:?}");
             if let Err(e) = rt.block_on(pg_cleanup(&schemas)) {
                 eprintln!("  could not drop the run's schemas: {e}");
             }

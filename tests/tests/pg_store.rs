@@ -45,7 +45,7 @@ async fn debit(
     holder: &str,
 ) -> Result<String, DebitError> {
     let db = |e: sqlx::Error| DebitError::Database(e.to_string());
-    let mut tx = store.pool().begin().await.map_err(db)?;
+    let mut tx = store.begin_transaction().await.map_err(db)?;
     sqlx::query(AssertSqlSafe(format!(
         "INSERT INTO {ledger} (holder, amount) VALUES ($1, 1000)"
     )))
@@ -102,7 +102,7 @@ async fn stalled_holder_is_fenced_and_its_business_write_rolls_back() {
 
     // A wakes up and tries to commit its debit with its record: refused.
     let db = |e: sqlx::Error| e.to_string();
-    let mut tx = store.pool().begin().await.map_err(db).expect("tx");
+    let mut tx = store.begin_transaction().await.map_err(db).expect("tx");
     sqlx::query(AssertSqlSafe(format!(
         "INSERT INTO {ledger} (holder, amount) VALUES ('A', 1000)"
     )))

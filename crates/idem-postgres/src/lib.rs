@@ -40,7 +40,8 @@
 //! let call = Call::new("account-7", IdempotencyKey::parse("k-1")?, Fingerprint::of("debit", &1000)?);
 //! let receipt = engine
 //!     .run(&call, |claim| async move {
-//!         let mut tx = pool.begin().await.map_err(|_| DatabaseDown)?;
+//!         // Not `pool.begin()`: see `PgStore::begin_transaction`.
+//!         let mut tx = store.begin_transaction().await.map_err(|_| DatabaseDown)?;
 //!         sqlx::query("UPDATE accounts SET balance = balance - 1000 WHERE id = 7")
 //!             .execute(&mut *tx)
 //!             .await
@@ -248,6 +249,27 @@ impl PgStore {
     /// The pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Opens a transaction on the store's pool, safely under cancellation.
+    ///
+    /// `sqlx` 0.8 and 0.9 leave a pooled PostgreSQL connection inside an
+    /// untracked transaction when the future of `Pool::begin` is dropped while
+    /// its `BEGIN` is in flight (launchbadge/sqlx#2054, transact-rs/sqlx#4393);
+    /// the next borrower's statements then run inside it and are never
+    /// committed. An HTTP handler is dropped when its client disconnects, so
+    /// this opens the transaction in a spawned task: if the caller goes away,
+    /// the task finishes `BEGIN` and the dropped transaction rolls back.
+    pub async fn begin_transaction(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        let pool = self.pool.clone();
+        match tokio::spawn(async move { pool.begin().await }).await {
+            Ok(result) => result,
+            Err(e) => Err(sqlx::Error::Io(std::io::Error::other(format!(
+                "the task opening the transaction failed: {e}"
+            )))),
+        }
     }
 
     /// The schema.

@@ -1,0 +1,106 @@
+//! The payments example on PostgreSQL, in process: a client that disconnects
+//! while its debit's transaction waits on a lock leaves no transaction open,
+//! and the debit happens once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, StatusCode};
+use idem_core::Engine;
+use idem_examples::payments::{router, App, PgLedger};
+use idem_tests::{pg_store, serve};
+use sqlx::AssertSqlSafe;
+
+async fn idle_in_transaction(pool: &sqlx::PgPool, schema: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND state LIKE 'idle in transaction%' AND query LIKE '%' || $1 || '%'",
+    )
+    .bind(schema)
+    .fetch_one(pool)
+    .await
+    .expect("pg_stat_activity")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_gone_mid_transaction_leaves_nothing_open_and_debits_once() {
+    let store = pg_store().await;
+    let schema = store.schema().to_owned();
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger table");
+    let pool = store.pool().clone();
+    let url = serve(router(App {
+        engine: Engine::new(store),
+        ledger: Arc::new(ledger),
+        debit_delay: Duration::ZERO,
+    }))
+    .await;
+    let c = reqwest::Client::new();
+    let debit = |timeout: Duration| {
+        c.post(format!("{url}/accounts/kim/debits"))
+            .header("idempotency-key", "gone-1")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(r#"{"amount":1000}"#)
+            .timeout(timeout)
+            .send()
+    };
+    // Open the account, then hold its row lock from another transaction.
+    let balance = c
+        .get(format!("{url}/accounts/kim"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(balance.status(), StatusCode::OK);
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO \"{schema}\".accounts (id, balance) VALUES ('kim', 10000) ON CONFLICT DO NOTHING"
+    )))
+    .execute(&pool)
+    .await
+    .expect("account");
+    let mut blocker = pool.begin().await.expect("blocker");
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM \"{schema}\".accounts WHERE id = 'kim' FOR UPDATE"
+    )))
+    .execute(&mut *blocker)
+    .await
+    .expect("lock the row");
+
+    // The client gives up while the debit waits on the lock.
+    assert!(
+        debit(Duration::from_millis(400)).await.is_err(),
+        "the client timed out"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    blocker.rollback().await.expect("unlock");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    assert_eq!(
+        idle_in_transaction(&pool, &schema).await,
+        0,
+        "no transaction left open"
+    );
+    // The retry gets one debit: the first one's, replayed, or its own.
+    let retry = debit(Duration::from_secs(10)).await.expect("retry");
+    assert_eq!(
+        retry.status(),
+        StatusCode::CREATED,
+        "{:?}",
+        retry.text().await
+    );
+    let again = debit(Duration::from_secs(10)).await.expect("replay");
+    assert!(again.headers().contains_key("idempotent-replayed"));
+    let v: serde_json::Value = c
+        .get(format!("{url}/accounts/kim"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(v["balance"], 9000, "exactly one debit");
+    assert_eq!(
+        idle_in_transaction(&pool, &schema).await,
+        0,
+        "no transaction left open"
+    );
+}
