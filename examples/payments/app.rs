@@ -14,7 +14,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use idem_axum::{Idempotent, Problem, ProblemKind};
+use idem_axum::{idempotent, Problem, ProblemKind};
 use idem_core::{Claim, Engine};
 use idem_postgres::PgStore;
 use serde::{Deserialize, Serialize};
@@ -413,23 +413,21 @@ async fn account(State(app): State<App>, Path(id): Path<String>) -> Response {
     }
 }
 
+/// `POST /accounts/{id}/debits`: debits once per `Idempotency-Key`. The key
+/// is scoped by the account, so the same key on two accounts is two debits.
+#[idempotent(ttl = "24h", scope = "account", claim = claim)]
 async fn debit(
-    idem: Idempotent,
     State(app): State<App>,
-    Path(id): Path<String>,
+    Path(account): Path<String>,
     Json(req): Json<Debit>,
 ) -> Response {
-    if let Some(r) = invalid_account(&id) {
+    if let Some(r) = invalid_account(&account) {
         return r;
     }
-    // The key is scoped by the account: the same key on two accounts is two debits.
-    let scope = format!("account:{id}");
-    let req = &req;
-    idem.run(scope, req, |claim| async move {
-        let debit_id = format!("dbt_{}", claim.fencing_token());
-        apply_debit(&app, id, req, debit_id, Some(&claim)).await
-    })
-    .await
+    // The claim's fencing token is unique per debit; the PostgreSQL ledger
+    // also completes the record with it inside the debit's transaction.
+    let debit_id = format!("dbt_{}", claim.fencing_token());
+    apply_debit(&app, account, &req, debit_id, Some(&claim)).await
 }
 
 async fn debit_without_idem(

@@ -20,9 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use idem_core::{
-    Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, MemoryStore, Policy, Ran, Scope,
-};
+use idem_core::{idempotent, Engine, Error, Failure, MemoryStore, Policy};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
@@ -157,49 +155,40 @@ struct Consumer {
 }
 
 impl Consumer {
-    /// Handles one message through the engine: the body runs at most once per
-    /// message id, whatever the broker does.
-    async fn handle(
-        &self,
-        msg: &OrderPlaced,
-        fate: Fate,
-    ) -> Result<Ran<Shipment>, Error<ShipError>> {
-        let key = IdempotencyKey::parse(&msg.id)
-            .map_err(|e| Error::Store(idem_core::StoreError::corrupt(e.to_string())))?;
-        let fingerprint = Fingerprint::of("ship-order", msg)
-            .map_err(|e| Error::Store(idem_core::StoreError::corrupt(e.to_string())))?;
-        let call = Call::new(Scope::new("orders"), key, fingerprint);
-        let warehouse = Arc::clone(&self.warehouse);
-        self.engine
-            .run(&call, |claim| async move {
-                // Talk to the carrier: this is where a crash or an outage hits.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                if fate == Fate::CarrierDown {
-                    return Err(ShipError::CarrierDown);
-                }
-                if msg.sku == "unobtainium" {
-                    *warehouse
-                        .refusals
-                        .lock()
-                        .expect("lock")
-                        .entry(msg.id.clone())
-                        .or_default() += 1;
-                    return Err(ShipError::OutOfStock {
-                        sku: msg.sku.clone(),
-                    });
-                }
-                *warehouse
-                    .shipments
-                    .lock()
-                    .expect("lock")
-                    .entry(msg.id.clone())
-                    .or_default() += 1;
-                Ok(Shipment {
-                    order: msg.order,
-                    parcel: format!("parcel-{}-{}", msg.order, claim.fencing_token()),
-                })
-            })
-            .await
+    /// Ships one order. The attribute makes the body run at most once per
+    /// message id, whatever the broker does, and records the result (or a
+    /// final failure) for every redelivery; `fate` only drives the simulation
+    /// and stays out of the fingerprint.
+    #[idempotent(engine = self.engine, key = msg.id, ttl = "1h", lease = "300ms", skip(fate), claim = claim)]
+    async fn handle(&self, msg: &OrderPlaced, fate: Fate) -> Result<Shipment, ShipError> {
+        // Talk to the carrier: this is where a crash or an outage hits.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        if fate == Fate::CarrierDown {
+            return Err(ShipError::CarrierDown);
+        }
+        if msg.sku == "unobtainium" {
+            *self
+                .warehouse
+                .refusals
+                .lock()
+                .expect("lock")
+                .entry(msg.id.clone())
+                .or_default() += 1;
+            return Err(ShipError::OutOfStock {
+                sku: msg.sku.clone(),
+            });
+        }
+        *self
+            .warehouse
+            .shipments
+            .lock()
+            .expect("lock")
+            .entry(msg.id.clone())
+            .or_default() += 1;
+        Ok(Shipment {
+            order: msg.order,
+            parcel: format!("parcel-{}-{}", msg.order, claim.fencing_token()),
+        })
     }
 }
 

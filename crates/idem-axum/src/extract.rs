@@ -7,7 +7,10 @@ use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::Method;
-use idem_core::{Call, Claim, Engine, FingerprintError, IdempotencyKey, OnInFlight, Scope};
+use idem_core::{
+    Call, Claim, Engine, Fingerprint, FingerprintBuilder, FingerprintError, IdempotencyKey,
+    OnInFlight, Scope,
+};
 use serde::Serialize;
 
 use crate::exec::{
@@ -144,21 +147,33 @@ impl Idempotent {
         self
     }
 
+    /// A fingerprint of this request's method, route, path and query, to
+    /// which a handler adds its parsed inputs.
+    pub fn fingerprint_builder(&self) -> FingerprintBuilder {
+        request_fingerprint(
+            &self.operation,
+            &self.method,
+            self.route.as_deref(),
+            &self.path,
+            self.query.as_deref(),
+        )
+    }
+
     /// The engine call for `input` under `scope`: what [`run`](Self::run) executes.
     pub fn call<I: Serialize + ?Sized>(
         &self,
         scope: impl Into<Scope>,
         input: &I,
     ) -> Result<Call, FingerprintError> {
-        let mut fp = request_fingerprint(
-            &self.operation,
-            &self.method,
-            self.route.as_deref(),
-            &self.path,
-            self.query.as_deref(),
-        );
+        let mut fp = self.fingerprint_builder();
         fp.serialize("input", input)?;
-        let mut call = Call::new(scope, self.key.clone(), fp.finish());
+        Ok(self.call_with(scope, fp.finish()))
+    }
+
+    /// The engine call for a finished fingerprint (see
+    /// [`fingerprint_builder`](Self::fingerprint_builder)) under `scope`.
+    pub fn call_with(&self, scope: impl Into<Scope>, fingerprint: Fingerprint) -> Call {
+        let mut call = Call::new(scope, self.key.clone(), fingerprint);
         if let Some(ttl) = self.ttl {
             call = call.ttl(ttl);
         }
@@ -168,7 +183,7 @@ impl Idempotent {
         if let Some(on_in_flight) = self.on_in_flight {
             call = call.on_in_flight(on_in_flight);
         }
-        Ok(call)
+        call
     }
 
     /// Runs `op` at most once for this key in `scope` and `input`, recording
@@ -181,13 +196,26 @@ impl Idempotent {
         Fut: Future<Output = R>,
         R: IntoResponse,
     {
-        let call = match self.call(scope, input) {
-            Ok(call) => call,
-            Err(e) => {
-                tracing::error!(target: "idem", error = %e, "handler input cannot be fingerprinted");
-                return http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
-            }
-        };
-        exec::respond(&self.engine, &call, &self.settings, op).await
+        match self.call(scope, input) {
+            Ok(call) => self.run_call(&call, op).await,
+            Err(e) => fingerprint_failed(&e),
+        }
     }
+
+    /// Runs `op` for a prepared `call` (see [`call_with`](Self::call_with)).
+    pub async fn run_call<F, Fut, R>(self, call: &Call, op: F) -> Response
+    where
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = R>,
+        R: IntoResponse,
+    {
+        exec::respond(&self.engine, call, &self.settings, op).await
+    }
+}
+
+/// The answer when a handler's inputs cannot be fingerprinted (a `Serialize`
+/// impl failed): 500, since the request cannot be told apart from others.
+pub fn fingerprint_failed(e: &FingerprintError) -> Response {
+    tracing::error!(target: "idem", error = %e, "handler input cannot be fingerprinted");
+    http::StatusCode::INTERNAL_SERVER_ERROR.into_response()
 }

@@ -201,6 +201,11 @@ impl<T> Ran<T> {
     }
 }
 
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not say whether a failure is final or transient",
+    label = "implement `idem_core::Failure` for this error type",
+    note = "final failures (\"insufficient funds\") are recorded and replayed; transient ones (\"timeout\") release the claim so that a retry runs again"
+)]
 /// Says whether an operation's error is final (recorded and replayed to every
 /// retry, like "insufficient funds") or transient (the claim is released so a
 /// retry runs the operation again, like "provider timed out").

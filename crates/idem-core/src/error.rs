@@ -33,6 +33,10 @@ pub enum Error<E = Infallible> {
     Store(StoreError),
     /// A result could not be encoded for recording, or a recorded one decoded.
     Codec(CodecError),
+    /// The key given for the operation is not a valid idempotency key.
+    InvalidKey(crate::KeyError),
+    /// The operation's input could not be fingerprinted.
+    Fingerprint(crate::FingerprintError),
 }
 
 impl<E> Error<E> {
@@ -66,6 +70,8 @@ impl Error<Infallible> {
             Error::LeaseLost => Error::LeaseLost,
             Error::Store(e) => Error::Store(e),
             Error::Codec(e) => Error::Codec(e),
+            Error::InvalidKey(e) => Error::InvalidKey(e),
+            Error::Fingerprint(e) => Error::Fingerprint(e),
         }
     }
 }
@@ -98,6 +104,8 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 "the idempotency store failed, so the operation did not run: {e}"
             ),
             Error::Codec(e) => e.fmt(f),
+            Error::InvalidKey(e) => e.fmt(f),
+            Error::Fingerprint(e) => e.fmt(f),
         }
     }
 }
@@ -108,6 +116,8 @@ impl<E: StdError + 'static> StdError for Error<E> {
             Error::Failed(ran) => Some(ran.get()),
             Error::Store(e) => Some(e),
             Error::Codec(e) => Some(e),
+            Error::InvalidKey(e) => Some(e),
+            Error::Fingerprint(e) => Some(e),
             _ => None,
         }
     }

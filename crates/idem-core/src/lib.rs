@@ -83,3 +83,12 @@ pub use store::{Begin, FencingToken, Lease, Outcome, Store, StoreError, StoreErr
 /// The `async_trait` attribute used by [`Store`], re-exported so that store
 /// authors implement the trait with the same version.
 pub use async_trait::async_trait;
+
+/// `#[idempotent(engine = ..., key = ..., ttl = "7d")]` on an async function or
+/// method: runs it at most once per key through the [`Engine`]. See the
+/// attribute's own documentation for every argument; on axum handlers use
+/// `idem_axum::idempotent`.
+pub use idem_macros::idempotent;
+
+#[doc(hidden)]
+pub mod __private;

@@ -1,8 +1,91 @@
-//! `idem-macros` will provide the `#[idempotent(...)]` attribute: placed on an
-//! axum handler or on an async function (a queue consumer), it will generate the
-//! key lookup, fingerprinting and result caching around the function body, with
-//! every misuse reported as a compile error.
+//! # idem-macros
 //!
-//! **Status: not implemented yet.** This crate exports nothing today; the
-//! attribute is tracked in the project's issue list. Use
-//! [`idem_core::Engine`](https://docs.rs/idem-core) directly in the meantime.
+//! The `#[idempotent(...)]` attribute. Use it through the runtime crate that
+//! fits: `idem_axum::idempotent` on axum handlers, `idem_core::idempotent` on
+//! any other async function (a queue consumer). It parses and checks its
+//! arguments at compile time and emits a thin call into the runtime; it has
+//! no logic of its own.
+//!
+//! See [`macro@idempotent`] for the arguments.
+
+mod attr;
+mod expand;
+mod validate;
+
+use proc_macro::TokenStream;
+use quote::ToTokens;
+
+/// Makes an async function run at most once per idempotency key, recording its
+/// result and replaying it to every retry.
+///
+/// **On an axum handler** (no `key` argument, no `&self`): the key comes from
+/// the `Idempotency-Key` header, the [`Engine`] from the router state
+/// (`Engine: FromRef<S>`), the fingerprint covers the method, route, path,
+/// query and every extractor's value except `State` (and `skip`ped ones),
+/// and the response, any `IntoResponse`, is recorded and replayed with the
+/// HTTP semantics of `idem-axum` (400, 409, 422, 503, `Idempotent-Replayed`).
+/// The handler's return type becomes `axum::response::Response`.
+///
+/// ```ignore
+/// #[idempotent(ttl = "24h", scope = "account")]
+/// async fn debit(State(app): State<App>, Path(account): Path<String>, Json(req): Json<Debit>)
+///     -> (StatusCode, Json<Receipt>) { ... }
+/// ```
+///
+/// **On any other async function or `&self` method** (a queue consumer):
+/// `key` and `engine` are expressions over the arguments; the return type
+/// must be `Result<T, E>` with `T: Serialize + DeserializeOwned` and
+/// `E: Failure + Serialize + DeserializeOwned`; it becomes
+/// `Result<Ran<T>, idem_core::Error<E>>`, so that callers see whether the result
+/// was executed now or replayed, and the idempotency errors (in flight,
+/// reused key, store down).
+///
+/// ```ignore
+/// #[idempotent(engine = self.engine, key = msg.id, ttl = "7d")]
+/// async fn on_order_placed(&self, msg: OrderPlaced) -> Result<Shipment, ShipError> { ... }
+/// ```
+///
+/// | argument | type | default | meaning |
+/// | --- | --- | --- | --- |
+/// | `ttl` | duration string (`"24h"`, `"7d"`, `"30s"`) | the engine's (24h) | how long a completed record is kept |
+/// | `lease` | duration string, shorter than `ttl` | the engine's (60s) | how long a claim lives without renewal |
+/// | `scope` | string naming a parameter binding | global scope | whose keys these are: the binding's `Display` value namespaces the keys |
+/// | `key` | expression | the `Idempotency-Key` header (handlers) | the idempotency key; required outside handlers |
+/// | `engine` | expression giving `Engine` or `&Engine` | the router state (handlers) | the engine; required outside handlers |
+/// | `skip(a, b)` | parameter bindings | none | parameters left out of the fingerprint |
+/// | `on_conflict` | `"reject"` or `"wait(<duration>)"` | the engine's (`reject`) | what a duplicate in flight gets: 409 / `InFlight`, or a wait for the first result |
+/// | `name` | string | the function's name | the operation's stable name in the fingerprint: keep it when renaming the function |
+/// | `claim` | identifier | none | binds the `idem_core::Claim` inside the body: its fencing token, or completion inside a database transaction |
+/// | `crate` | string path | `::idem_axum` (handlers), `::idem_core` (others) | where the runtime is, if the crate was renamed |
+///
+/// Every misuse is a compile error on the offending token that says what to
+/// write instead.
+///
+/// [`Engine`]: https://docs.rs/idem-core/latest/idem_core/struct.Engine.html
+#[proc_macro_attribute]
+pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
+    let original: proc_macro2::TokenStream = item.clone().into();
+    let Ok(function) = syn::parse::<syn::ItemFn>(item) else {
+        let error = syn::Error::new_spanned(
+            &original,
+            "`#[idempotent]` applies to an `async fn` (a function or a method); it cannot go on this item",
+        );
+        return with_original(&error, original);
+    };
+    let args = match syn::parse::<attr::Args>(args) {
+        Ok(args) => args,
+        Err(error) => return with_original(&error, function.into_token_stream()),
+    };
+    match validate::validate(&args, &function) {
+        Ok(plan) => expand::expand(plan, function).into(),
+        Err(error) => with_original(&error, function.into_token_stream()),
+    }
+}
+
+/// The error, and the item unchanged, so that the user sees this one error
+/// rather than a cascade from a missing item.
+fn with_original(error: &syn::Error, original: proc_macro2::TokenStream) -> TokenStream {
+    let mut out = error.to_compile_error();
+    out.extend(original);
+    out.into()
+}

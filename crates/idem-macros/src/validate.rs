@@ -1,0 +1,458 @@
+//! Checks the arguments against the function, one rule per function, and
+//! produces the validated plan that `expand` turns into code.
+
+use std::time::Duration;
+
+use proc_macro2::Span;
+use syn::spanned::Spanned as _;
+use syn::{
+    Expr, FnArg, GenericArgument, Ident, ItemFn, LitStr, Pat, PathArguments, ReturnType, Type,
+};
+
+use crate::attr::Args;
+
+/// What a duplicate in flight gets.
+pub(crate) enum OnConflict {
+    Reject,
+    Wait(Duration),
+}
+
+/// How the function is reached.
+pub(crate) enum Mode {
+    /// An axum handler: the key comes from the `Idempotency-Key` header and
+    /// the engine from the router state; the return is any `IntoResponse`.
+    Axum,
+    /// Any other async function: key and engine are expressions; the return is
+    /// `Result<T, E>`.
+    Plain(Box<PlainMode>),
+}
+
+/// The parts of a function that is not an axum handler.
+pub(crate) struct PlainMode {
+    pub(crate) key: Expr,
+    pub(crate) engine: Expr,
+    pub(crate) ok: Type,
+    pub(crate) err: Type,
+}
+
+/// A parameter binding that goes into the fingerprint.
+pub(crate) struct Input {
+    pub(crate) ident: Ident,
+}
+
+/// Everything `expand` needs, checked.
+pub(crate) struct Plan {
+    pub(crate) mode: Mode,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) scope: Option<Ident>,
+    pub(crate) inputs: Vec<Input>,
+    pub(crate) on_conflict: Option<OnConflict>,
+    pub(crate) name: String,
+    pub(crate) claim: Option<Ident>,
+    pub(crate) krate: syn::Path,
+}
+
+/// A parameter as the rules see it.
+struct Param {
+    /// Every name bound by its pattern.
+    bindings: Vec<Ident>,
+    /// `State(..)`: the router state, never fingerprinted.
+    is_state: bool,
+}
+
+fn collect_bindings(pat: &Pat, out: &mut Vec<Ident>) {
+    match pat {
+        Pat::Ident(p) => {
+            out.push(p.ident.clone());
+            if let Some((_, sub)) = &p.subpat {
+                collect_bindings(sub, out);
+            }
+        }
+        Pat::TupleStruct(p) => p.elems.iter().for_each(|e| collect_bindings(e, out)),
+        Pat::Tuple(p) => p.elems.iter().for_each(|e| collect_bindings(e, out)),
+        Pat::Struct(p) => p.fields.iter().for_each(|f| collect_bindings(&f.pat, out)),
+        Pat::Reference(p) => collect_bindings(&p.pat, out),
+        Pat::Type(p) => collect_bindings(&p.pat, out),
+        Pat::Paren(p) => collect_bindings(&p.pat, out),
+        Pat::Slice(p) => p.elems.iter().for_each(|e| collect_bindings(e, out)),
+        _ => {}
+    }
+}
+
+fn last_segment_is(path: &syn::Path, name: &str) -> bool {
+    path.segments.last().is_some_and(|s| s.ident == name)
+}
+
+fn is_state(pat: &Pat, ty: &Type) -> bool {
+    let by_pattern = matches!(pat, Pat::TupleStruct(p) if last_segment_is(&p.path, "State"));
+    let by_type = matches!(ty, Type::Path(t) if last_segment_is(&t.path, "State"));
+    by_pattern || by_type
+}
+
+/// `Result<T, E>`, by its last path segment.
+fn result_types(ret: &ReturnType) -> Option<(Type, Type)> {
+    let ReturnType::Type(_, ty) = ret else {
+        return None;
+    };
+    let Type::Path(tp) = &**ty else { return None };
+    let last = tp.path.segments.last()?;
+    if last.ident != "Result" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|a| match a {
+        GenericArgument::Type(t) => Some(t.clone()),
+        _ => None,
+    });
+    Some((types.next()?, types.next()?))
+}
+
+/// Parses a duration string, with an error on the literal that says what to write.
+fn duration(what: &str, lit: &LitStr) -> syn::Result<Duration> {
+    let text = lit.value();
+    let d = humantime::parse_duration(text.trim()).map_err(|e| {
+        syn::Error::new(
+            lit.span(),
+            format!("`{text}` is not a duration ({e}); write `{what} = \"24h\"`, `\"7d\"`, `\"30s\"` or `\"500ms\"`"),
+        )
+    })?;
+    if d.is_zero() {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("`{what}` must be longer than zero, such as `{what} = \"30s\"`"),
+        ));
+    }
+    Ok(d)
+}
+
+fn on_conflict(lit: &LitStr) -> syn::Result<OnConflict> {
+    let text = lit.value();
+    let text = text.trim();
+    if text == "reject" {
+        return Ok(OnConflict::Reject);
+    }
+    if let Some(inner) = text.strip_prefix("wait(").and_then(|t| t.strip_suffix(')')) {
+        let inner_lit = LitStr::new(inner, lit.span());
+        return duration("on_conflict", &inner_lit).map(OnConflict::Wait).map_err(|_| {
+            syn::Error::new(
+                lit.span(),
+                format!("`wait({inner})` needs a duration inside, such as `on_conflict = \"wait(5s)\"`"),
+            )
+        });
+    }
+    Err(syn::Error::new(
+        lit.span(),
+        format!("`on_conflict = \"{text}\"` is not understood; write `on_conflict = \"reject\"` or `on_conflict = \"wait(5s)\"`"),
+    ))
+}
+
+fn binding_list(params: &[Param]) -> String {
+    let names: Vec<String> = params
+        .iter()
+        .flat_map(|p| p.bindings.iter().map(|b| format!("`{b}`")))
+        .collect();
+    if names.is_empty() {
+        "the function has no named parameters".into()
+    } else {
+        format!("the parameters are {}", names.join(", "))
+    }
+}
+
+fn find<'a>(params: &'a [Param], name: &str) -> Option<(&'a Param, &'a Ident)> {
+    params
+        .iter()
+        .find_map(|p| p.bindings.iter().find(|b| *b == name).map(|b| (p, b)))
+}
+
+/// Collects the errors of every rule, so that all are reported at once.
+#[derive(Default)]
+struct Errors(Vec<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, e: syn::Error) {
+        self.0.push(e);
+    }
+
+    /// The value, or `None` with its error kept.
+    fn keep<T>(&mut self, r: syn::Result<T>) -> Option<T> {
+        r.map_err(|e| self.push(e)).ok()
+    }
+
+    fn finish(self) -> syn::Result<()> {
+        let mut errors = self.0.into_iter();
+        match errors.next() {
+            None => Ok(()),
+            Some(mut combined) => {
+                errors.for_each(|e| combined.combine(e));
+                Err(combined)
+            }
+        }
+    }
+}
+
+/// Rule: the function is `async`.
+fn check_async(sig: &syn::Signature) -> syn::Result<()> {
+    if sig.asyncness.is_some() {
+        return Ok(());
+    }
+    Err(syn::Error::new(
+        sig.fn_token.span(),
+        "`#[idempotent]` needs an `async fn`: write `async fn`",
+    ))
+}
+
+/// The parameters, and whether the function has a receiver or a reference parameter.
+fn params(sig: &syn::Signature) -> (Vec<Param>, bool) {
+    let mut plain_shaped = false;
+    let mut params = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            FnArg::Receiver(_) => plain_shaped = true,
+            FnArg::Typed(pt) => {
+                plain_shaped |= matches!(&*pt.ty, Type::Reference(_));
+                let mut bindings = Vec::new();
+                collect_bindings(&pt.pat, &mut bindings);
+                params.push(Param {
+                    bindings,
+                    is_state: is_state(&pt.pat, &pt.ty),
+                });
+            }
+        }
+    }
+    (params, plain_shaped)
+}
+
+/// Rule: `lease` is shorter than `ttl` when both are given.
+fn check_lease_within_ttl(
+    ttl: Option<Duration>,
+    lease: Option<Duration>,
+    lease_lit: Option<&LitStr>,
+) -> syn::Result<()> {
+    match (ttl, lease, lease_lit) {
+        (Some(t), Some(l), Some(lit)) if l >= t => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`lease` ({}) must be shorter than `ttl` ({}): a claim cannot outlive the record it guards",
+                humantime::format_duration(l),
+                humantime::format_duration(t)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Rule: `scope` names a parameter binding.
+fn check_scope(scope: &LitStr, params: &[Param]) -> syn::Result<Ident> {
+    let name = scope.value();
+    find(params, &name).map(|(_, ident)| ident.clone()).ok_or_else(|| {
+        syn::Error::new(
+            scope.span(),
+            format!(
+                "`scope = \"{name}\"` names no parameter; {}. Name the parameter whose value owns the keys",
+                binding_list(params)
+            ),
+        )
+    })
+}
+
+/// Rule: each `skip` names a parameter binding.
+fn check_skip(name: &Ident, params: &[Param]) -> syn::Result<()> {
+    match find(params, &name.to_string()) {
+        Some(_) => Ok(()),
+        None => Err(syn::Error::new(
+            name.span(),
+            format!(
+                "`skip({name})` names no parameter; {}",
+                binding_list(params)
+            ),
+        )),
+    }
+}
+
+/// Rule: `name` is not empty.
+fn check_name(name: Option<&LitStr>, function: &Ident) -> syn::Result<String> {
+    match name {
+        Some(lit) if lit.value().trim().is_empty() => Err(syn::Error::new(
+            lit.span(),
+            "`name` must not be empty: write `name = \"ship-order\"`",
+        )),
+        Some(lit) => Ok(lit.value()),
+        None => Ok(function.to_string()),
+    }
+}
+
+/// Rule: `claim` does not hide a parameter.
+fn check_claim(claim: &Ident, params: &[Param]) -> syn::Result<()> {
+    if find(params, &claim.to_string()).is_some() {
+        return Err(syn::Error::new(
+            claim.span(),
+            format!("`claim = {claim}` would hide the parameter `{claim}`; choose another name"),
+        ));
+    }
+    Ok(())
+}
+
+/// Rules for a function that is not an axum handler: `key`, `engine` and a
+/// `Result<T, E>` return.
+fn check_plain(args: &Args, sig: &syn::Signature, errors: &mut Errors) -> Option<Mode> {
+    let key = args.key.as_ref().map(|k| k.value.clone());
+    let engine = args.engine.as_ref().map(|e| e.value.clone());
+    if key.is_none() {
+        errors.push(syn::Error::new(
+            sig.ident.span(),
+            "`#[idempotent]` on a function that is not an axum handler needs the key: add `key = <expression>`, such as `key = msg.id`",
+        ));
+    }
+    if engine.is_none() {
+        errors.push(syn::Error::new(
+            sig.ident.span(),
+            "`#[idempotent]` on a function that is not an axum handler needs the engine: add `engine = <expression>`, such as `engine = self.engine`",
+        ));
+    }
+    let types = result_types(&sig.output);
+    if types.is_none() {
+        let span = match &sig.output {
+            ReturnType::Type(_, ty) => ty.span(),
+            ReturnType::Default => sig.ident.span(),
+        };
+        errors.push(syn::Error::new(
+            span,
+            "the result of an `#[idempotent]` function that is not an axum handler is recorded: return `Result<T, E>`, with `T: Serialize + DeserializeOwned` and `E: idem_core::Failure + Serialize + DeserializeOwned`",
+        ));
+    }
+    match (key, engine, types) {
+        (Some(key), Some(engine), Some((ok, err))) => Some(Mode::Plain(Box::new(PlainMode {
+            key,
+            engine,
+            ok,
+            err,
+        }))),
+        _ => None,
+    }
+}
+
+/// Rule: an axum handler takes its engine from the router state.
+fn check_axum(args: &Args) -> syn::Result<Mode> {
+    match &args.engine {
+        Some(e) => Err(syn::Error::new(
+            e.keyword,
+            "in an axum handler the engine comes from the router state (`Engine: FromRef<S>`): remove `engine = ...` (or give `key = ...` for a function that is not a handler)",
+        )),
+        None => Ok(Mode::Axum),
+    }
+}
+
+/// Rule: `crate` is a path.
+fn check_crate(krate: Option<&LitStr>, mode: Option<&Mode>) -> syn::Result<syn::Path> {
+    let default = if matches!(mode, Some(Mode::Axum)) {
+        "::idem_axum"
+    } else {
+        "::idem_core"
+    };
+    match krate {
+        Some(lit) => lit.parse::<syn::Path>().map_err(|_| {
+            syn::Error::new(
+                lit.span(),
+                format!(
+                    "`crate = \"{}\"` is not a path; write a path such as `crate = \"{default}\"`",
+                    lit.value()
+                ),
+            )
+        }),
+        None => syn::parse_str::<syn::Path>(default),
+    }
+}
+
+/// The bindings that go into the fingerprint: all but `State`, `skip`ped
+/// ones, and the parameter that `engine = <name>` names.
+fn fingerprinted(params: &[Param], skipped: &[Ident], engine: Option<&Expr>) -> Vec<Input> {
+    let engine_param = engine.and_then(|e| match e {
+        Expr::Path(p) => p.path.get_ident().cloned(),
+        _ => None,
+    });
+    params
+        .iter()
+        .filter(|p| !p.is_state)
+        .flat_map(|p| p.bindings.iter())
+        .filter(|b| !skipped.iter().any(|s| s == *b))
+        .filter(|b| engine_param.as_ref() != Some(*b))
+        .map(|ident| Input {
+            ident: ident.clone(),
+        })
+        .collect()
+}
+
+/// Checks every rule and builds the plan; all errors found are returned together.
+pub(crate) fn validate(args: &Args, item: &ItemFn) -> syn::Result<Plan> {
+    let mut errors = Errors::default();
+    let sig = &item.sig;
+    errors.keep(check_async(sig));
+    let (params, plain_shaped) = params(sig);
+
+    let ttl = args
+        .ttl
+        .as_ref()
+        .and_then(|s| errors.keep(duration("ttl", &s.value)));
+    let lease = args
+        .lease
+        .as_ref()
+        .and_then(|s| errors.keep(duration("lease", &s.value)));
+    errors.keep(check_lease_within_ttl(
+        ttl,
+        lease,
+        args.lease.as_ref().map(|s| &s.value),
+    ));
+    let on_conflict = args
+        .on_conflict
+        .as_ref()
+        .and_then(|s| errors.keep(on_conflict(&s.value)));
+    let scope = args
+        .scope
+        .as_ref()
+        .and_then(|s| errors.keep(check_scope(&s.value, &params)));
+    let skipped: Vec<Ident> = args
+        .skip
+        .as_ref()
+        .map(|s| s.value.clone())
+        .unwrap_or_default();
+    for name in &skipped {
+        errors.keep(check_skip(name, &params));
+    }
+    let name = errors.keep(check_name(args.name.as_ref().map(|s| &s.value), &sig.ident));
+    let claim = args.claim.as_ref().map(|c| c.value.clone());
+    if let Some(c) = &claim {
+        errors.keep(check_claim(c, &params));
+    }
+    let mode = if args.key.is_some() || plain_shaped {
+        check_plain(args, sig, &mut errors)
+    } else {
+        errors.keep(check_axum(args))
+    };
+    let krate = errors.keep(check_crate(
+        args.krate.as_ref().map(|s| &s.value),
+        mode.as_ref(),
+    ));
+    let inputs = fingerprinted(&params, &skipped, args.engine.as_ref().map(|e| &e.value));
+
+    errors.finish()?;
+    match (mode, krate, name) {
+        (Some(mode), Some(krate), Some(name)) => Ok(Plan {
+            mode,
+            ttl,
+            lease,
+            scope,
+            inputs,
+            on_conflict,
+            name,
+            claim,
+            krate,
+        }),
+        _ => Err(syn::Error::new(
+            Span::call_site(),
+            "`#[idempotent]`: invalid arguments",
+        )),
+    }
+}
