@@ -96,6 +96,7 @@ fn check_name(name: &str) -> Result<(), InvalidName> {
 struct Sql {
     begin: Arc<str>,
     complete: Arc<str>,
+    completed_by: Arc<str>,
     release: Arc<str>,
     renew: Arc<str>,
     purge: Arc<str>,
@@ -133,13 +134,16 @@ impl Sql {
             )
             .into(),
             complete: format!(
-                "WITH upd AS ( \
-                   UPDATE {t} SET completed = true, \
-                     deadline = clock_timestamp() + $3::bigint * interval '1 microsecond', outcome = $4 \
-                   WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp() \
-                   RETURNING 1) \
-                 SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS ( \
-                   SELECT 1 FROM {t} WHERE id = $1 AND token = $2 AND completed AND deadline > clock_timestamp())"
+                "UPDATE {t} SET completed = true, \
+                   deadline = clock_timestamp() + $3::bigint * interval '1 microsecond', outcome = $4 \
+                 WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+            )
+            .into(),
+            // Only when `complete` changed nothing: was it completed by this
+            // very token already (a transactional completion)?
+            completed_by: format!(
+                "SELECT EXISTS (SELECT 1 FROM {t} \
+                   WHERE id = $1 AND token = $2 AND completed AND deadline > clock_timestamp())"
             )
             .into(),
             release: format!(
@@ -382,23 +386,30 @@ impl PgStore {
         self.complete_in_transaction(tx, claim, &outcome).await
     }
 
-    async fn complete_on<'c, X>(
+    async fn complete_on(
         &self,
-        executor: X,
+        conn: &mut PgConnection,
         id: &RecordId,
         lease: &Lease,
         outcome: &Outcome,
         ttl: Duration,
-    ) -> Result<(), StoreError>
-    where
-        X: sqlx::Executor<'c, Database = sqlx::Postgres>,
-    {
-        let done: bool = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.complete)))
+    ) -> Result<(), StoreError> {
+        let updated = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.complete)))
             .bind(&id.as_bytes()[..])
             .bind(token(lease))
             .bind(us(ttl))
             .bind(outcome.as_bytes())
-            .fetch_one(executor)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| db_error("complete", e))?;
+        if updated.rows_affected() == 1 {
+            return Ok(());
+        }
+        // Rare: completing again with the token that completed it is a no-op.
+        let done: bool = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.completed_by)))
+            .bind(&id.as_bytes()[..])
+            .bind(token(lease))
+            .fetch_one(&mut *conn)
             .await
             .map_err(|e| db_error("complete", e))?;
         if done {
@@ -491,7 +502,12 @@ impl Store for PgStore {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        self.complete_on(&self.pool, id, lease, outcome, ttl).await
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| db_error("complete", e))?;
+        self.complete_on(&mut conn, id, lease, outcome, ttl).await
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
