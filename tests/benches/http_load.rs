@@ -301,6 +301,38 @@ async fn pg_cleanup(schemas: &[String]) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
+/// The load script plus a callback that prints the first non-2xx answers,
+/// for a short diagnostic run after a failed round.
+const DIAGNOSE: &str = r#"
+local shown = 0
+response = function(status, headers, body)
+  if status >= 300 and shown < 3 then
+    shown = shown + 1
+    print("non-2xx answer: " .. status .. " " .. body)
+  end
+end
+"#;
+
+fn diagnose(url: &str, script: &str) -> String {
+    let path = format!("{script}.diagnose.lua");
+    let text = std::fs::read_to_string(script).unwrap_or_default() + DIAGNOSE;
+    if std::fs::write(&path, text).is_err() {
+        return String::new();
+    }
+    let out = Command::new("wrk")
+        .args(["-t1", "-c4", "-d1s", "-s", &path, url])
+        .output();
+    let _ = std::fs::remove_file(&path);
+    out.map(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with("non-2xx"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+    .unwrap_or_default()
+}
+
 /// One wrk run; returns requests per second, refusing runs with errors or
 /// non-2xx answers (those would make a variant look faster than it is).
 fn wrk(url: &str, script: &str) -> Result<f64, String> {
@@ -323,7 +355,10 @@ fn wrk(url: &str, script: &str) -> Result<f64, String> {
         ));
     }
     if text.contains("Non-2xx") || text.contains("Socket errors") {
-        return Err(format!("wrk saw errors or non-2xx answers:\n{text}"));
+        return Err(format!(
+            "wrk saw errors or non-2xx answers:\n{text}\nsample now:\n{}",
+            diagnose(url, script)
+        ));
     }
     text.lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
