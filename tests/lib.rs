@@ -320,3 +320,12 @@ impl PgStatementCounter {
         self.executed.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+/// A call of operation `op` under `key` in `scope`, fingerprinting the key.
+pub fn call(scope: &str, key: &str) -> idem_core::Call {
+    idem_core::Call::new(
+        scope,
+        idem_core::IdempotencyKey::parse(key).expect("a valid key"),
+        idem_core::Fingerprint::of("op", &key).expect("fingerprint"),
+    )
+}

@@ -26,6 +26,17 @@ async fn instance(prefix: &str, delay: Duration) -> String {
     .await
 }
 
+/// The one debit every request here repeats.
+async fn debit(c: &reqwest::Client, url: &str) -> reqwest::Response {
+    c.post(format!("{url}/accounts/zoe/debits"))
+        .header("idempotency-key", "shared-64")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(r#"{"amount":1000}"#)
+        .send()
+        .await
+        .expect("request")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_sharing_redis_debit_once_under_64_duplicates() {
     let prefix = unique_prefix("payments");
@@ -39,14 +50,7 @@ async fn two_instances_sharing_redis_debit_once_under_64_duplicates() {
         let (c, start) = (c.clone(), Arc::clone(&start));
         tasks.push(tokio::spawn(async move {
             start.wait().await;
-            let r = c
-                .post(format!("{url}/accounts/zoe/debits"))
-                .header("idempotency-key", "shared-64")
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(r#"{"amount":1000}"#)
-                .send()
-                .await
-                .expect("request");
+            let r = debit(&c, &url).await;
             let replayed = r.headers().contains_key("idempotent-replayed");
             let retry_after = r.headers().contains_key(header::RETRY_AFTER);
             (
@@ -74,14 +78,7 @@ async fn two_instances_sharing_redis_debit_once_under_64_duplicates() {
     );
     // Each instance replays the one receipt, and both see one debit.
     for url in [&a, &b] {
-        let r = c
-            .post(format!("{url}/accounts/zoe/debits"))
-            .header("idempotency-key", "shared-64")
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(r#"{"amount":1000}"#)
-            .send()
-            .await
-            .expect("request");
+        let r = debit(&c, url).await;
         assert_eq!(r.status(), StatusCode::CREATED);
         assert_eq!(r.bytes().await.expect("body"), originals[0]);
         let account: Account = c

@@ -4,19 +4,13 @@
 
 use std::time::Duration;
 
-use idem_core::{
-    Begin, Call, Engine, Error, Fingerprint, IdempotencyKey, Never, Outcome, Policy, Ran, Store,
-};
+use idem_core::{Begin, Call, Engine, Error, Never, Outcome, Policy, Ran, Store};
 use idem_postgres::PgStore;
 use idem_tests::{pg_pool, pg_store, unique_schema, PgStatementCounter};
 use sqlx::AssertSqlSafe;
 
 fn call(key: &str) -> Call {
-    Call::new(
-        "pg-tests",
-        IdempotencyKey::parse(key).expect("key"),
-        Fingerprint::of("debit", &key).expect("fingerprint"),
-    )
+    idem_tests::call("pg-tests", key)
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

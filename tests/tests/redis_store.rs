@@ -5,18 +5,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{
-    Begin, Call, Engine, Error, Fingerprint, IdempotencyKey, Never, Outcome, Policy, Ran, Store,
-};
+use idem_core::{Begin, Call, Engine, Error, Never, Outcome, Policy, Ran, Store};
 use idem_redis::RedisStore;
 use idem_tests::{redis_url, unique_prefix, PrivateRedis};
 
 fn call(key: &str) -> Call {
-    Call::new(
-        "redis-tests",
-        IdempotencyKey::parse(key).expect("key"),
-        Fingerprint::of("op", &key).expect("fingerprint"),
-    )
+    idem_tests::call("redis-tests", key)
 }
 
 async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
