@@ -267,3 +267,24 @@ async fn killed_and_restarted_server_fails_closed_then_recovers_without_double_r
         );
     }
 }
+
+#[tokio::test]
+async fn connection_errors_never_show_the_connection_string() {
+    // Nothing listens on port 1; the URL carries a password.
+    let err = RedisStore::connect("redis://:s3cret-password@127.0.0.1:1/0")
+        .await
+        .expect_err("nothing listens there");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("s3cret-password"), "{shown}");
+    assert!(shown.contains("cannot connect to Redis"), "{shown}");
+    let bad = RedisStore::connect("rediss-nope://:s3cret-password@host")
+        .await
+        .expect_err("bad url");
+    let shown = format!("{bad} {bad:?}");
+    assert!(!shown.contains("s3cret-password"), "{shown}");
+    let store = RedisStore::connect(&redis_url()).await.expect("redis");
+    assert!(
+        !format!("{store:?}").contains("127.0.0.1"),
+        "Debug shows no address"
+    );
+}

@@ -27,7 +27,7 @@ impl Failure for ShipError {
     }
 }
 
-#[idempotent(engine = engine, key = msg.id, ttl = "7d", scope = "tenant", on_conflict = "reject")]
+#[idempotent(engine = engine, key = msg.id, ttl = "7d", scope = "tenant", on_conflict = "reject", crate = "::idem_core")]
 async fn on_order_placed(engine: &Engine, tenant: &str, msg: OrderPlaced) -> Result<Shipment, ShipError> {
     if msg.sku.is_empty() {
         return Err(ShipError::OutOfStock);
