@@ -2,7 +2,6 @@
 //! fingerprint, and turning an engine answer into an HTTP response.
 
 use std::future::Future;
-use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method};
@@ -172,20 +171,21 @@ where
     }
 }
 
-fn retry_secs(d: Duration) -> u64 {
-    // Round up: retrying before the lease ends only meets the same answer.
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
+/// `Retry-After` for a request in flight, in seconds. The first request
+/// usually finishes long before its lease ends, and a retry then gets its
+/// recorded response, so the wait is short rather than the lease's remainder
+/// (which the engine's `Error::InFlight` still carries for other callers).
+const IN_FLIGHT_RETRY_AFTER_SECS: u64 = 1;
 
 /// The problem for an engine error.
 pub(crate) fn error_response(e: &Error) -> Problem {
     match e {
-        Error::InFlight { retry_after } => Problem::new(
+        Error::InFlight { .. } => Problem::new(
             ProblemKind::InFlight,
             "a request with this Idempotency-Key is still being processed; retry after the \
              Retry-After delay to receive its response",
         )
-        .retry_after(retry_secs(*retry_after).max(1)),
+        .retry_after(IN_FLIGHT_RETRY_AFTER_SECS),
         Error::Mismatch => Problem::new(
             ProblemKind::KeyReused,
             "this Idempotency-Key was already used with a different request (method, path, query \

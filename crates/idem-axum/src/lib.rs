@@ -16,7 +16,7 @@
 //! | key malformed: empty, over 255 characters, not visible ASCII, sent twice | 400, `urn:idem:problem:key-malformed` |
 //! | first request | the handler runs; its status, end-to-end headers and body are recorded |
 //! | retry after completion, same request | the recorded status, headers and body, byte for byte, plus `Idempotent-Replayed: true` |
-//! | retry while the first is in flight | 409, `urn:idem:problem:request-in-flight`, `Retry-After` (or a wait, per policy) |
+//! | retry while the first is in flight | 409, `urn:idem:problem:request-in-flight`, `Retry-After: 1` (or a wait, per policy) |
 //! | same key, different request | 422, `urn:idem:problem:key-reused`, nothing of the first answer |
 //! | request body over the limit (default 1 MiB) | 413, `urn:idem:problem:request-too-large`; nothing runs |
 //! | idempotency store unreachable | 503, `urn:idem:problem:store-unavailable`, `Retry-After`; the handler does not run |
