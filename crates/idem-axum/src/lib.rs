@@ -8,6 +8,39 @@
 //! - [`Idempotent`], an extractor for handlers that make themselves idempotent
 //!   (the `#[idempotent]` attribute builds on it).
 //!
+//! ```no_run
+//! use axum::{extract::{FromRef, Path, State}, routing::post, Json, Router};
+//! use idem_axum::{idempotent, IdempotencyLayer};
+//! use idem_core::{Engine, MemoryStore};
+//!
+//! #[derive(Clone, FromRef)]
+//! struct App { engine: Engine }
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Order { sku: String }
+//!
+//! // One handler made idempotent by the attribute...
+//! #[idempotent(ttl = "24h", scope = "customer")]
+//! async fn place(State(_app): State<App>, Path(customer): Path<String>, Json(order): Json<Order>) -> String {
+//!     format!("{customer} ordered {}", order.sku)
+//! }
+//!
+//! # async fn serve() {
+//! let engine = Engine::new(MemoryStore::new());
+//! let app = Router::new()
+//!     .route("/customers/{customer}/orders", post(place))
+//!     .with_state(App { engine: engine.clone() })
+//!     // ...and a whole router made idempotent by the layer.
+//!     .merge(
+//!         Router::new()
+//!             .route("/refunds", post(|| async { "refunded" }))
+//!             .layer(IdempotencyLayer::new(engine)),
+//!     );
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await.unwrap();
+//! axum::serve(listener, app).await.unwrap();
+//! # }
+//! ```
+//!
 //! ## The policy, as clients see it
 //!
 //! | situation | answer |

@@ -26,10 +26,28 @@ use quote::ToTokens;
 /// HTTP semantics of `idem-axum` (400, 409, 422, 503, `Idempotent-Replayed`).
 /// The handler's return type becomes `axum::response::Response`.
 ///
-/// ```ignore
+/// ```no_run
+/// use axum::extract::{FromRef, Path, State};
+/// use axum::{http::StatusCode, Json};
+/// use idem_axum::idempotent;
+/// use idem_core::Engine;
+///
+/// #[derive(Clone, FromRef)]
+/// struct App { engine: Engine }
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Debit { amount: u64 }
+///
+/// #[derive(serde::Serialize)]
+/// struct Receipt { amount: u64 }
+///
 /// #[idempotent(ttl = "24h", scope = "account")]
 /// async fn debit(State(app): State<App>, Path(account): Path<String>, Json(req): Json<Debit>)
-///     -> (StatusCode, Json<Receipt>) { ... }
+///     -> (StatusCode, Json<Receipt>)
+/// {
+///     let _ = (app, account);
+///     (StatusCode::CREATED, Json(Receipt { amount: req.amount }))
+/// }
 /// ```
 ///
 /// **On any other async function or `&self` method** (a queue consumer):
@@ -40,9 +58,29 @@ use quote::ToTokens;
 /// was executed now or replayed, and the idempotency errors (in flight,
 /// reused key, store down).
 ///
-/// ```ignore
-/// #[idempotent(engine = self.engine, key = msg.id, ttl = "7d")]
-/// async fn on_order_placed(&self, msg: OrderPlaced) -> Result<Shipment, ShipError> { ... }
+/// ```no_run
+/// use idem_core::{idempotent, Engine, Failure};
+///
+/// struct Consumer { engine: Engine }
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct OrderPlaced { id: String }
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Shipment { parcel: String }
+///
+/// #[derive(Debug, serde::Serialize, serde::Deserialize)]
+/// struct ShipError;
+/// impl Failure for ShipError {
+///     fn is_final(&self) -> bool { false }
+/// }
+///
+/// impl Consumer {
+///     #[idempotent(engine = self.engine, key = msg.id, ttl = "7d")]
+///     async fn on_order_placed(&self, msg: OrderPlaced) -> Result<Shipment, ShipError> {
+///         Ok(Shipment { parcel: format!("parcel-{}", msg.id) })
+///     }
+/// }
 /// ```
 ///
 /// | argument | type | default | meaning |
