@@ -114,9 +114,14 @@ where
         parts.uri.path(),
         parts.uri.query(),
     );
-    match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(json) if is_json(&parts.headers) => fp.json("body", &json),
-        _ => fp.bytes("body", &bytes),
+    // A JSON body is compared parsed; anything else (or JSON that does not
+    // parse) byte for byte.
+    let json = is_json(&parts.headers)
+        .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .flatten();
+    match json {
+        Some(json) => fp.json("body", &json),
+        None => fp.bytes("body", &bytes),
     };
     let call = Call::new(scope, key, fp.finish());
     exec::respond(&engine, &call, &config.settings, |_claim| async move {

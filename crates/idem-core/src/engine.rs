@@ -507,7 +507,7 @@ impl Engine {
             ttl,
             state: GuardState::Running,
             renewal: None,
-            scope: call.scope.clone(),
+            scope: &call.scope,
         };
         let completed_externally = Arc::new(AtomicBool::new(false));
         let claim = Claim {
@@ -691,17 +691,17 @@ enum GuardState {
 
 /// Releases the claim (or finishes recording its outcome) if the operation's
 /// future is dropped or panics before the engine is done with the claim.
-struct Guard {
+struct Guard<'a> {
     store: Arc<dyn Store>,
     id: RecordId,
     lease: Lease,
     ttl: Duration,
     state: GuardState,
     renewal: Option<JoinHandle<()>>,
-    scope: Scope,
+    scope: &'a Scope,
 }
 
-impl Guard {
+impl Guard<'_> {
     /// Records the outcome held in `Completing` state; the guard is done after.
     async fn complete(&mut self) -> Result<(), StoreError> {
         let GuardState::Completing(outcome) = &self.state else {
@@ -714,7 +714,7 @@ impl Guard {
     }
 }
 
-impl Drop for Guard {
+impl Drop for Guard<'_> {
     fn drop(&mut self) {
         if let Some(renewal) = self.renewal.take() {
             renewal.abort();

@@ -78,14 +78,6 @@ impl Record {
     pub fn droppable(&self, now: u64) -> bool {
         !self.is_live(now) && self.token.0 < now
     }
-
-    /// When the record stops being live.
-    pub fn deadline(&self) -> u64 {
-        match self.state {
-            RecordState::InFlight { lease_until } => lease_until,
-            RecordState::Completed { expires_at, .. } => expires_at,
-        }
-    }
 }
 
 /// A call on a record.
