@@ -13,3 +13,9 @@ mod small {
             .build()
     });
 }
+
+/// The one-call form of the kit, for stores that prefer a single test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_check_in_one_run() {
+    idem_core::testing::run_all(|| async { idem_core::MemoryStore::new() }).await;
+}

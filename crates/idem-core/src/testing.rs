@@ -46,16 +46,13 @@ where
     });
 }
 
-/// Writes one `#[test]` per conformance check for the store made by the given
-/// expression, a closure returning a future of the store.
-///
-/// ```
-/// idem_core::store_conformance_tests!(|| async { idem_core::MemoryStore::new() });
-/// ```
+/// The list of checks, kept once: calls `$callback!` with the given prefix
+/// and every check's name.
+#[doc(hidden)]
 #[macro_export]
-macro_rules! store_conformance_tests {
-    ($make:expr) => {
-        $crate::store_conformance_tests!(@each $make;
+macro_rules! __idem_conformance_checks {
+    ($callback:path { $($prefix:tt)* }) => {
+        $callback! { $($prefix)*
             begin_on_absent_acquires,
             duplicate_in_flight_answers_in_flight,
             other_fingerprint_in_flight_is_a_mismatch,
@@ -71,7 +68,20 @@ macro_rules! store_conformance_tests {
             concurrent_begins_acquire_once,
             records_are_independent,
             tokens_increase,
-        );
+        }
+    };
+}
+
+/// Writes one `#[test]` per conformance check for the store made by the given
+/// expression, a closure returning a future of the store.
+///
+/// ```
+/// idem_core::store_conformance_tests!(|| async { idem_core::MemoryStore::new() });
+/// ```
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($make:expr) => {
+        $crate::__idem_conformance_checks!($crate::store_conformance_tests { @each $make; });
     };
     (@each $make:expr; $($check:ident),+ $(,)?) => {
         $(
@@ -91,27 +101,11 @@ where
     S: Store,
 {
     macro_rules! all {
-        ($($check:ident),+) => {
+        ($($check:ident),+ $(,)?) => {
             $( checks::$check(Arc::new(make().await)).await; )+
         };
     }
-    all!(
-        begin_on_absent_acquires,
-        duplicate_in_flight_answers_in_flight,
-        other_fingerprint_in_flight_is_a_mismatch,
-        replay_is_byte_identical,
-        other_fingerprint_after_completion_is_a_mismatch,
-        release_lets_a_retry_acquire,
-        wrong_token_is_fenced,
-        expired_lease_is_taken_over_and_old_holder_fenced,
-        renew_keeps_the_claim,
-        ttl_expiry_forgets_the_record,
-        complete_twice_keeps_the_first_outcome,
-        completed_record_cannot_be_released,
-        concurrent_begins_acquire_once,
-        records_are_independent,
-        tokens_increase
-    );
+    crate::__idem_conformance_checks!(all {});
 }
 
 /// A record id no other check, test process or earlier run uses.
