@@ -474,17 +474,7 @@ async fn full_store_fails_closed_and_never_evicts_in_flight_records() {
     let store = MemoryStore::builder().capacity(2).build();
     let engine = Engine::new(store.clone());
     let held = call("held", &serde_json::json!(0));
-    let lease = match store
-        .begin(
-            held.record_id(),
-            held.fingerprint(),
-            Duration::from_secs(60),
-        )
-        .await
-    {
-        Ok(Begin::Acquired(l)) => l,
-        other => panic!("{other:?}"),
-    };
+    let lease = idem_tests::claim(&store, &held, Duration::from_secs(60)).await;
     engine
         .run(&call("done", &serde_json::json!(0)), |_| async {
             Ok::<_, PayError>(0u8)

@@ -75,10 +75,7 @@ async fn stalled_holder_is_fenced_and_its_business_write_rolls_back() {
     // Holder A claims, then stalls past its lease (a GC pause, a partition)
     // before its transaction reaches the database. It runs with renewals cut
     // off by using the store directly, as a frozen process would.
-    let Ok(Begin::Acquired(a_lease)) = store.begin(c.record_id(), c.fingerprint(), lease).await
-    else {
-        panic!("A claims")
-    };
+    let a_lease = idem_tests::claim(&store, &c, lease).await;
     tokio::time::sleep(lease * 2).await;
 
     // Holder B retries after the lease ran out: it takes over and commits.
@@ -225,28 +222,14 @@ async fn purge_deletes_expired_records_in_bounded_batches() {
     let ttl = Duration::from_millis(200);
     for i in 0..7 {
         let c = call(&format!("expire-{i}"));
-        let Ok(Begin::Acquired(l)) = store
-            .begin(c.record_id(), c.fingerprint(), Duration::from_secs(30))
-            .await
-        else {
-            panic!("claim")
-        };
+        let l = idem_tests::claim(&store, &c, Duration::from_secs(30)).await;
         store
             .complete(c.record_id(), &l, &Outcome::new(vec![1]), ttl)
             .await
             .expect("complete");
     }
     let live = call("live");
-    let Ok(Begin::Acquired(l)) = store
-        .begin(
-            live.record_id(),
-            live.fingerprint(),
-            Duration::from_secs(30),
-        )
-        .await
-    else {
-        panic!("claim")
-    };
+    let l = idem_tests::claim(&store, &live, Duration::from_secs(30)).await;
     store
         .complete(
             live.record_id(),
@@ -318,16 +301,7 @@ async fn statements_per_request_counted_on_the_wire() {
     assert_eq!(proxy.executed() - before, 1, "a replay: begin");
 
     let held = call("held");
-    let Ok(Begin::Acquired(_)) = store
-        .begin(
-            held.record_id(),
-            held.fingerprint(),
-            Duration::from_secs(60),
-        )
-        .await
-    else {
-        panic!("claim")
-    };
+    let _ = idem_tests::claim(&store, &held, Duration::from_secs(60)).await;
     let before = proxy.executed();
     let dup = engine.run(&held, |_| async { Ok::<_, Never>(2) }).await;
     assert!(matches!(dup, Err(Error::InFlight { .. })), "{dup:?}");

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{Begin, Call, Engine, Error, Never, Outcome, Policy, Ran, Store};
+use idem_core::{Call, Engine, Error, Never, Outcome, Policy, Ran, Store};
 use idem_redis::RedisStore;
 use idem_tests::{redis_url, unique_prefix, PrivateRedis};
 
@@ -26,12 +26,7 @@ async fn memory_per_record_with_a_200_byte_response() {
     // The default prefix, as a deployment has it; the key is unique to this run.
     let store = RedisStore::connect(&redis_url()).await.expect("redis");
     let c = call(&unique_prefix("memory").replace(':', "-"));
-    let Ok(Begin::Acquired(lease)) = store
-        .begin(c.record_id(), c.fingerprint(), Duration::from_secs(60))
-        .await
-    else {
-        panic!("acquire")
-    };
+    let lease = idem_tests::claim(&store, &c, Duration::from_secs(60)).await;
     let outcome = Outcome::new(vec![b'r'; 200]);
     store
         .complete(c.record_id(), &lease, &outcome, Duration::from_secs(3600))
@@ -145,16 +140,7 @@ async fn commands_per_request() {
     assert_eq!(client_commands(&mut con).await, 3, "a replay: one begin");
 
     let held = call("held");
-    let Ok(Begin::Acquired(_)) = store
-        .begin(
-            held.record_id(),
-            held.fingerprint(),
-            Duration::from_secs(60),
-        )
-        .await
-    else {
-        panic!("claim")
-    };
+    let _ = idem_tests::claim(&store, &held, Duration::from_secs(60)).await;
     assert_eq!(client_commands(&mut con).await, 4);
     let dup = engine.run(&held, |_| async { Ok::<_, Never>(2) }).await;
     assert!(matches!(dup, Err(Error::InFlight { .. })), "{dup:?}");
