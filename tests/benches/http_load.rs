@@ -24,7 +24,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use idem_core::{Engine, MemoryStore, Policy};
 use idem_examples::payments::{
-    apply_debit, router, router_without_idem, App, Debit, MemoryLedger, PgLedger,
+    apply_debit, router, router_without_idem, App, Debit, Ledger, MemoryLedger, PgLedger,
 };
 use idem_postgres::PgStore;
 use idem_redis::RedisStore;
@@ -55,25 +55,102 @@ fn app() -> App {
 }
 
 fn app_on(engine: Engine) -> App {
+    app_with(engine, Arc::new(MemoryLedger::default()))
+}
+
+fn app_with(engine: Engine, ledger: Arc<dyn Ledger>) -> App {
     App {
         engine,
-        ledger: Arc::new(MemoryLedger::default()),
+        ledger,
         debit_delay: Duration::ZERO,
     }
 }
 
-/// The Redis baseline: the same debit with the two round trips any correct
-/// design needs and nothing else: `SET key "" NX PX` to claim, `SET key
-/// response` to record. (No fingerprint, no lease renewal, no replay.)
+/// The two plain steps a baseline takes around the same debit, and nothing
+/// else (no fingerprint, no lease renewal, no replay): claim the key, record
+/// the response.
+trait NaiveKeys: Clone + Send + Sync + 'static {
+    /// `Ok(true)` if the key was free and is now claimed.
+    fn claim(&self, key: &str) -> impl std::future::Future<Output = Result<bool, String>> + Send;
+    /// Stores the response under the key.
+    fn record(
+        &self,
+        key: &str,
+        response: &[u8],
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send;
+}
+
+/// Redis: `SET key "" NX PX` to claim, `SET key response PX` to record.
 #[derive(Clone)]
-struct Naive {
-    app: App,
+struct RedisKeys {
     redis: redis::aio::ConnectionManager,
     prefix: String,
 }
 
-async fn naive_debit(
-    State(n): State<Naive>,
+impl NaiveKeys for RedisKeys {
+    async fn claim(&self, key: &str) -> Result<bool, String> {
+        let claimed: Option<String> = redis::cmd("SET")
+            .arg(format!("{}{key}", self.prefix))
+            .arg("")
+            .arg("NX")
+            .arg("PX")
+            .arg(60_000)
+            .query_async(&mut self.redis.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(claimed.is_some())
+    }
+
+    async fn record(&self, key: &str, response: &[u8]) -> Result<(), String> {
+        redis::cmd("SET")
+            .arg(format!("{}{key}", self.prefix))
+            .arg(response)
+            .arg("PX")
+            .arg(600_000)
+            .query_async(&mut self.redis.clone())
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// PostgreSQL: `INSERT ... ON CONFLICT DO NOTHING` to claim, `UPDATE` to record.
+#[derive(Clone)]
+struct PgKeys {
+    pool: sqlx::PgPool,
+    claim_sql: Arc<str>,
+    record_sql: Arc<str>,
+}
+
+impl NaiveKeys for PgKeys {
+    async fn claim(&self, key: &str) -> Result<bool, String> {
+        sqlx::query(sqlx::AssertSqlSafe(Arc::clone(&self.claim_sql)))
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map(|r| r.rows_affected() == 1)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn record(&self, key: &str, response: &[u8]) -> Result<(), String> {
+        sqlx::query(sqlx::AssertSqlSafe(Arc::clone(&self.record_sql)))
+            .bind(key)
+            .bind(response)
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Clone)]
+struct Naive<K> {
+    app: App,
+    keys: K,
+}
+
+/// The baseline handler: the payments debit between a claim and a record.
+async fn naive_debit<K: NaiveKeys>(
+    State(n): State<Naive<K>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     Json(req): Json<Debit>,
@@ -81,56 +158,39 @@ async fn naive_debit(
     let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) else {
         return StatusCode::BAD_REQUEST.into_response();
     };
-    let key = format!("{}{id}:{key}", n.prefix);
-    let mut redis = n.redis.clone();
-    let claimed: Option<String> = match redis::cmd("SET")
-        .arg(&key)
-        .arg("")
-        .arg("NX")
-        .arg("PX")
-        .arg(60_000)
-        .query_async(&mut redis)
-        .await
-    {
-        Ok(v) => v,
+    let key = format!("{id}:{key}");
+    match n.keys.claim(&key).await {
+        Ok(true) => {}
+        Ok(false) => return StatusCode::CONFLICT.into_response(),
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
-    };
-    if claimed.is_none() {
-        return StatusCode::CONFLICT.into_response();
     }
     let response = apply_debit(&n.app, id, &req, key.clone(), None).await;
     let (parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let recorded: Result<(), _> = redis::cmd("SET")
-        .arg(&key)
-        .arg(bytes.as_ref())
-        .arg("PX")
-        .arg(86_400_000)
-        .query_async(&mut redis)
-        .await;
-    if recorded.is_err() {
+    if n.keys.record(&key, &bytes).await.is_err() {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
     Response::from_parts(parts, Body::from(bytes))
 }
 
 async fn redis_pair() -> Result<(String, String), String> {
-    let url =
-        std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let url = idem_tests::redis_url();
     let run = format!("idem-bench:{}:", std::process::id());
-    let manager = redis::aio::ConnectionManager::new(
+    let redis = redis::aio::ConnectionManager::new(
         redis::Client::open(url.as_str()).map_err(|e| e.to_string())?,
     )
     .await
     .map_err(|e| format!("redis at {url}: {e}"))?;
     let naive = Router::new()
-        .route("/accounts/{id}/debits", post(naive_debit))
+        .route("/accounts/{id}/debits", post(naive_debit::<RedisKeys>))
         .with_state(Naive {
             app: app_on(Engine::new(MemoryStore::new())),
-            redis: manager,
-            prefix: format!("{run}naive:"),
+            keys: RedisKeys {
+                redis,
+                prefix: format!("{run}naive:"),
+            },
         });
     let store = RedisStore::connect(&url)
         .await
@@ -146,9 +206,7 @@ async fn redis_pair() -> Result<(String, String), String> {
 
 /// Deletes every key this run wrote to the shared Redis.
 async fn redis_cleanup() -> Result<u64, redis::RedisError> {
-    let url =
-        std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let mut con = redis::Client::open(url.as_str())?
+    let mut con = redis::Client::open(idem_tests::redis_url().as_str())?
         .get_multiplexed_async_connection()
         .await?;
     let pattern = format!("idem-bench:{}:*", std::process::id());
@@ -177,82 +235,25 @@ async fn redis_cleanup() -> Result<u64, redis::RedisError> {
     }
 }
 
-/// The PostgreSQL baseline: the same debit (its own transaction on the same
-/// ledger tables) with the plain statements any correct design needs: an
-/// `INSERT ... ON CONFLICT DO NOTHING` to claim the key, an `UPDATE` to
-/// record the response.
-#[derive(Clone)]
-struct NaivePg {
-    app: App,
-    pool: sqlx::PgPool,
-    keys: String,
-}
-
-async fn naive_pg_debit(
-    State(n): State<NaivePg>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    Json(req): Json<Debit>,
-) -> Response {
-    let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    let key = format!("{id}:{key}");
-    let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {} (key) VALUES ($1) ON CONFLICT DO NOTHING",
-        n.keys
-    )))
-    .bind(&key)
-    .execute(&n.pool)
-    .await;
-    match claimed {
-        Ok(r) if r.rows_affected() == 1 => {}
-        Ok(_) => return StatusCode::CONFLICT.into_response(),
-        Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
-    }
-    let response = apply_debit(&n.app, id, &req, key.clone(), None).await;
-    let (parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    let recorded = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE {} SET response = $2 WHERE key = $1",
-        n.keys
-    )))
-    .bind(&key)
-    .bind(bytes.as_ref())
-    .execute(&n.pool)
-    .await;
-    if recorded.is_err() {
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
-    }
-    Response::from_parts(parts, Body::from(bytes))
-}
-
-async fn pg_pair() -> Result<(String, String, Vec<String>), String> {
-    let url = std::env::var("IDEM_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test?sslmode=disable".into());
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(32)
-        .connect(&url)
-        .await
-        .map_err(|e| format!("postgres: {e}"))?;
-    let (idem_schema, naive_schema) = (
-        format!("idem_bench_{}", std::process::id()),
-        format!("idem_bench_naive_{}", std::process::id()),
-    );
+/// A migrated store and its ledger in a schema of this run.
+async fn pg_ledger(pool: &sqlx::PgPool, schema: &str) -> Result<(PgStore, PgLedger), String> {
     let store = PgStore::new(pool.clone())
-        .with_schema(&idem_schema)
+        .with_schema(schema)
         .map_err(|e| e.to_string())?;
     store.migrate().await.map_err(|e| e.to_string())?;
     let ledger = PgLedger::new(store.clone());
     ledger.migrate().await.map_err(|e| e.to_string())?;
-    let naive_store = PgStore::new(pool.clone())
-        .with_schema(&naive_schema)
-        .map_err(|e| e.to_string())?;
-    naive_store.migrate().await.map_err(|e| e.to_string())?;
-    let naive_ledger = PgLedger::new(naive_store);
-    naive_ledger.migrate().await.map_err(|e| e.to_string())?;
+    Ok((store, ledger))
+}
+
+async fn pg_pair() -> Result<(String, String, Vec<String>), String> {
+    let pool = idem_tests::pg_pool(32).await;
+    let (idem_schema, naive_schema) = (
+        format!("idem_bench_{}", std::process::id()),
+        format!("idem_bench_naive_{}", std::process::id()),
+    );
+    let (store, ledger) = pg_ledger(&pool, &idem_schema).await?;
+    let (_, naive_ledger) = pg_ledger(&pool, &naive_schema).await?;
     let keys = format!("\"{naive_schema}\".keys");
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "CREATE TABLE {keys} (key text PRIMARY KEY, response bytea)"
@@ -261,36 +262,26 @@ async fn pg_pair() -> Result<(String, String, Vec<String>), String> {
     .await
     .map_err(|e| e.to_string())?;
     let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
-    let idem = App {
-        engine,
-        ledger: Arc::new(ledger),
-        debit_delay: Duration::ZERO,
-    };
     let naive = Router::new()
-        .route("/accounts/{id}/debits", post(naive_pg_debit))
-        .with_state(NaivePg {
-            app: App {
-                engine: Engine::new(MemoryStore::new()),
-                ledger: Arc::new(naive_ledger),
-                debit_delay: Duration::ZERO,
+        .route("/accounts/{id}/debits", post(naive_debit::<PgKeys>))
+        .with_state(Naive {
+            app: app_with(Engine::new(MemoryStore::new()), Arc::new(naive_ledger)),
+            keys: PgKeys {
+                pool,
+                claim_sql: format!("INSERT INTO {keys} (key) VALUES ($1) ON CONFLICT DO NOTHING")
+                    .into(),
+                record_sql: format!("UPDATE {keys} SET response = $2 WHERE key = $1").into(),
             },
-            pool,
-            keys,
         });
     Ok((
         idem_tests::serve(naive).await,
-        idem_tests::serve(router(idem)).await,
+        idem_tests::serve(router(app_with(engine, Arc::new(ledger)))).await,
         vec![idem_schema, naive_schema],
     ))
 }
 
 async fn pg_cleanup(schemas: &[String]) -> Result<(), sqlx::Error> {
-    let url = std::env::var("IDEM_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test?sslmode=disable".into());
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&url)
-        .await?;
+    let pool = idem_tests::pg_pool(1).await;
     for s in schemas {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP SCHEMA IF EXISTS \"{s}\" CASCADE"
