@@ -166,25 +166,43 @@ impl Ledger for RedisLedger {
 #[derive(Clone)]
 pub struct PgLedger {
     store: PgStore,
-    accounts: String,
+    sql: Arc<LedgerSql>,
+}
+
+/// The ledger's statements, rendered once for the store's schema.
+struct LedgerSql {
+    create: Arc<str>,
+    open: Arc<str>,
+    debit: Arc<str>,
+    balance: Arc<str>,
 }
 
 impl PgLedger {
     /// A ledger in the store's schema (table `accounts`).
     pub fn new(store: PgStore) -> Self {
-        let accounts = format!("\"{}\".accounts", store.schema());
-        Self { store, accounts }
+        let t = format!("\"{}\".accounts", store.schema());
+        let sql = LedgerSql {
+            create: format!(
+                "CREATE TABLE IF NOT EXISTS {t} (id text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))"
+            )
+            .into(),
+            open: format!("INSERT INTO {t} (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING").into(),
+            debit: format!("UPDATE {t} SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance")
+                .into(),
+            balance: format!("SELECT balance FROM {t} WHERE id = $1").into(),
+        };
+        Self {
+            store,
+            sql: Arc::new(sql),
+        }
     }
 
     /// Creates the accounts table if it does not exist.
     pub async fn migrate(&self) -> Result<(), sqlx::Error> {
-        sqlx::query(AssertSqlSafe(format!(
-            "CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))",
-            self.accounts
-        )))
-        .execute(self.store.pool())
-        .await
-        .map(|_| ())
+        sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.create)))
+            .execute(self.store.pool())
+            .await
+            .map(|_| ())
     }
 
     async fn debit_in(
@@ -196,35 +214,26 @@ impl PgLedger {
         let db = |e: sqlx::Error| LedgerError::Unavailable(format!("postgres: {e}"));
         let amount = i64::try_from(amount)
             .map_err(|_| LedgerError::InsufficientFunds { balance: 0, amount })?;
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {} (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
-            self.accounts
-        )))
-        .bind(account)
-        .bind(i64::try_from(OPENING_BALANCE).unwrap_or(i64::MAX))
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-        let after: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "UPDATE {} SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance",
-            self.accounts
-        )))
-        .bind(account)
-        .bind(amount)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db)?;
+        sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.open)))
+            .bind(account)
+            .bind(i64::try_from(OPENING_BALANCE).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        let after: Option<i64> = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.debit)))
+            .bind(account)
+            .bind(amount)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
         if let Some(after) = after {
             return Ok(u64::try_from(after).unwrap_or(0));
         }
-        let balance: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT balance FROM {} WHERE id = $1",
-            self.accounts
-        )))
-        .bind(account)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db)?;
+        let balance: i64 = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.balance)))
+            .bind(account)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
         Err(LedgerError::InsufficientFunds {
             balance: u64::try_from(balance).unwrap_or(0),
             amount: u64::try_from(amount).unwrap_or(0),
@@ -235,14 +244,11 @@ impl PgLedger {
 #[idem_core::async_trait]
 impl Ledger for PgLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
-        let found: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT balance FROM {} WHERE id = $1",
-            self.accounts
-        )))
-        .bind(account)
-        .fetch_optional(self.store.pool())
-        .await
-        .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
+        let found: Option<i64> = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.balance)))
+            .bind(account)
+            .fetch_optional(self.store.pool())
+            .await
+            .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
         Ok(found.map_or(OPENING_BALANCE, |b| u64::try_from(b).unwrap_or(0)))
     }
 
