@@ -71,13 +71,21 @@ pub fn redis_cluster_nodes() -> Vec<String> {
 
 /// A key prefix no other test, process or run uses.
 pub fn unique_prefix(label: &str) -> String {
+    format!("idem-test:{label}:{}:", unique_suffix())
+}
+
+/// `<unix secs>_<nanos>_<pid>_<counter>`: unique across tests, processes
+/// and runs, and starting with the time (stale schemas are found by it).
+fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
+    let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+        .unwrap_or_default();
     format!(
-        "idem-test:{label}:{}:{nanos}:{}:",
+        "{}_{}_{}_{}",
+        now.as_secs(),
+        now.subsec_nanos(),
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
@@ -185,18 +193,7 @@ pub fn database_url() -> String {
 
 /// A schema name no other test, process or run uses: `idem_t_<unix secs>_<pid>_<n>`.
 pub fn unique_schema() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!(
-        "idem_t_{}_{}_{}_{}",
-        now.as_secs(),
-        now.subsec_nanos(),
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("idem_t_{}", unique_suffix())
 }
 
 /// A pool on the test database.
