@@ -8,10 +8,12 @@
 //! - **One script call per transition** (`EVALSHA`; on `NOSCRIPT` the script is
 //!   loaded and the call retried): a first request costs two commands (begin,
 //!   complete), a replay or a duplicate in flight one.
-//! - **The server's clock decides**: scripts read `TIME` and set `PX` expiries
-//!   themselves, so application clocks never matter.
+//! - **The server's clock decides**: fencing tokens are the server's `TIME`
+//!   in microseconds, and a record's key expires with its lease (in flight)
+//!   or its TTL (completed), so application clocks never matter. Expiries are
+//!   whole milliseconds, rounded up.
 //! - **A compact record**: one string of state (1 byte), fingerprint (32),
-//!   fencing token (8), deadline (8), then the recorded outcome.
+//!   fencing token (16 digits), then the recorded outcome.
 //! - **Fails closed**: a connection failure or a timeout is a transient
 //!   [`StoreError`]: the operation does not run, and over HTTP the client gets
 //!   503 with `Retry-After`. The single-node connection is a
@@ -49,77 +51,64 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
-/// Parses a record: state, fingerprint, token, deadline (store-clock micros).
-const PARSE: &str = r"
-local function parse(v)
-  if #v < 49 then
-    error('idem: corrupt record')
-  end
-  local token = struct.unpack('>d', v, 34)
-  local deadline = struct.unpack('>d', v, 42)
-  return string.sub(v, 1, 1), string.sub(v, 2, 33), token, deadline
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-";
-
-/// `begin(fingerprint, lease_us)`. A new key is claimed by `SET NX` alone;
-/// only an existing record is read.
+/// `begin(fingerprint, lease_ms)`. A new key is claimed by `TIME` and
+/// `SET NX` alone; only an existing record is read. A fresh claim replies
+/// with its token as a string, every other answer is a tagged array.
+///
+/// A record is one string: state (`F` in flight, `C` completed, `R`
+/// released), fingerprint (32 bytes), fencing token (16 decimal digits of
+/// server-clock microseconds), then the outcome of a completed record. The
+/// key's own expiry is the lease deadline (in flight) or the TTL (completed),
+/// so no script needs the clock to know whether a lease is alive: an expired
+/// lease is a missing key.
 const BEGIN: &str = r"
-local lease = tonumber(ARGV[2])
-local px = math.floor(lease / 1000) + 1
-if redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. struct.pack('>dd', now, now + lease), 'NX', 'PX', px) then
-  return {'A', now}
+local t = redis.call('TIME')
+local now = string.format('%d%06d', t[1], t[2])
+if redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. now, 'NX', 'PX', ARGV[2]) then
+  return now
 end
 local v = redis.call('GET', KEYS[1])
-local prev = 0
-if v then
-  local state, fp, token, deadline = parse(v)
-  if deadline > now then
-    if fp ~= ARGV[1] then return {'M'} end
-    if state == 'F' then return {'I', deadline - now} end
-    return {'R', string.sub(v, 50)}
-  end
-  prev = token
+if not v or #v < 49 then error('idem: corrupt record') end
+local state = string.byte(v)
+if state ~= 82 then
+  if string.sub(v, 2, 33) ~= ARGV[1] then return {'M'} end
+  if state == 70 then return {'I', redis.call('PTTL', KEYS[1])} end
+  if state == 67 then return {'R', string.sub(v, 50)} end
+  error('idem: corrupt record')
 end
-local token = math.max(prev + 1, now)
-redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. struct.pack('>dd', token, now + lease), 'PX', px)
-return {'A', token}
+local token = string.format('%016.0f', math.max(tonumber(string.sub(v, 34, 49)) + 1, tonumber(now)))
+redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. token, 'PX', ARGV[2])
+return token
 ";
 
-/// `complete(token, ttl_us, outcome)`: 1 done (now or before by this token), 0 lost.
+/// `complete(token, ttl_ms, outcome)`: 1 done (now, or before by this
+/// token), 0 lost.
 const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local state, fp, token, deadline = parse(v)
-if deadline <= now or token ~= tonumber(ARGV[1]) then return 0 end
-if state == 'C' then return 1 end
-local ttl = tonumber(ARGV[2])
-redis.call('SET', KEYS[1], 'C' .. fp .. struct.pack('>dd', token, now + ttl) .. ARGV[3],
-  'PX', math.floor(ttl / 1000) + 1)
-return 1
+if not v or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
+local state = string.byte(v)
+if state == 70 then
+  redis.call('SET', KEYS[1], 'C' .. string.sub(v, 2, 49) .. ARGV[3], 'PX', ARGV[2])
+  return 1
+end
+if state == 67 then return 1 end
+return 0
 ";
 
-/// `release(token)`: the lease ends now; the record stays a millisecond so
-/// that the next token is drawn above this one.
+/// `release(token)`: the lease ends now. The record stays a millisecond as
+/// released, so that a claim in that time draws its token above this one.
 const RELEASE: &str = r"
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local state, fp, token, deadline = parse(v)
-if state ~= 'F' or deadline <= now or token ~= tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], 'F' .. fp .. struct.pack('>dd', token, now), 'PX', 1)
+if not v or string.byte(v) ~= 70 or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], 'R' .. string.sub(v, 2, 49), 'PX', 1)
 return 1
 ";
 
-/// `renew(token, lease_us)`.
+/// `renew(token, lease_ms)`: the key's expiry moves to now + lease.
 const RENEW: &str = r"
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local state, fp, token, deadline = parse(v)
-if state ~= 'F' or deadline <= now or token ~= tonumber(ARGV[1]) then return 0 end
-local lease = tonumber(ARGV[2])
-redis.call('SET', KEYS[1], 'F' .. fp .. struct.pack('>dd', token, now + lease),
-  'PX', math.floor(lease / 1000) + 1)
+if not v or string.byte(v) ~= 70 or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 ";
 
@@ -132,12 +121,11 @@ struct Scripts {
 
 impl Scripts {
     fn new() -> Self {
-        let with = |body: &str| Script::new(&format!("{PARSE}{body}"));
         Self {
-            begin: with(BEGIN),
-            complete: with(COMPLETE),
-            release: with(RELEASE),
-            renew: with(RENEW),
+            begin: Script::new(BEGIN),
+            complete: Script::new(COMPLETE),
+            release: Script::new(RELEASE),
+            renew: Script::new(RENEW),
         }
     }
 }
@@ -146,6 +134,22 @@ impl Scripts {
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+}
+
+impl Connection {
+    async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
+        match self {
+            Self::Single(c) => cmd.query_async(c).await,
+            Self::Cluster(c) => cmd.query_async(c).await,
+        }
+    }
+
+    async fn load(&mut self, script: &Script) -> redis::RedisResult<String> {
+        match self {
+            Self::Single(c) => script.load_async(c).await,
+            Self::Cluster(c) => script.load_async(c).await,
+        }
+    }
 }
 
 /// Why connecting failed. The message never contains the connection string.
@@ -197,7 +201,9 @@ impl RedisStore {
         let client = redis::Client::open(url).map_err(|e| ConnectError::InvalidUrl(Box::new(e)))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(DEFAULT_TIMEOUT))
+            // Every store call runs under the store's own timeout
+            // (`with_timeout`); a second timer per command would only cost.
+            .set_response_timeout(None)
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(200));
         let manager = ConnectionManager::new_with_config(client, config)
@@ -272,14 +278,24 @@ impl RedisStore {
         key: String,
         args: &[&[u8]],
     ) -> Result<Value, StoreError> {
-        let mut invocation = script.key(key);
+        // EVALSHA built directly (one copy of the arguments); on NOSCRIPT
+        // (a restarted or flushed server) the script is loaded and the call
+        // retried once.
+        let mut eval = redis::cmd("EVALSHA");
+        eval.arg(script.get_hash()).arg(1).arg(key);
         for arg in args {
-            invocation.arg(*arg);
+            eval.arg(*arg);
         }
         let call = async {
-            match self.connection.clone() {
-                Connection::Single(mut c) => invocation.invoke_async::<Value>(&mut c).await,
-                Connection::Cluster(mut c) => invocation.invoke_async::<Value>(&mut c).await,
+            let mut connection = self.connection.clone();
+            match connection.query(&eval).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    connection.load(script).await?;
+                    connection.query(&eval).await
+                }
+                result => result,
             }
         };
         match tokio::time::timeout(self.timeout, call).await {
@@ -314,15 +330,23 @@ fn is_corrupt(e: &redis::RedisError) -> bool {
     e.to_string().contains("idem: corrupt record")
 }
 
-fn us(d: Duration) -> Vec<u8> {
-    micros(d).to_string().into_bytes()
+/// A duration as whole milliseconds for `PX`, rounded up (at least 1), so
+/// that a key never expires before the duration asked for.
+fn ms(d: Duration) -> Vec<u8> {
+    micros(d).div_ceil(1000).max(1).to_string().into_bytes()
 }
 
-fn int(v: &Value) -> Option<u64> {
-    match v {
-        Value::Int(n) => u64::try_from(*n).ok(),
-        _ => None,
-    }
+/// A token as the records spell it: 16 decimal digits.
+fn token_text(token: FencingToken) -> String {
+    format!("{:016}", token.0)
+}
+
+fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .map(FencingToken)
+        .ok_or_else(|| StoreError::corrupt("redis begin: the token is not a decimal number"))
 }
 
 #[async_trait]
@@ -338,43 +362,34 @@ impl Store for RedisStore {
                 "begin",
                 &self.scripts.begin,
                 self.key(id),
-                &[fingerprint.as_bytes(), &us(lease)],
+                &[fingerprint.as_bytes(), &ms(lease)],
             )
             .await?;
-        let Value::Array(items) = &reply else {
-            return Err(StoreError::corrupt(format!(
-                "redis begin: unexpected reply {reply:?}"
-            )));
+        let unexpected = || StoreError::corrupt(format!("redis begin: unexpected reply {reply:?}"));
+        let items = match &reply {
+            Value::BulkString(token) => {
+                return Ok(Begin::Acquired(Lease {
+                    token: parse_token(token)?,
+                    duration: lease,
+                }))
+            }
+            Value::Array(items) => items,
+            _ => return Err(unexpected()),
         };
-        let tag = match items.first() {
-            Some(Value::BulkString(tag)) => tag.as_slice(),
-            Some(Value::SimpleString(tag)) => tag.as_bytes(),
-            _ => b"",
-        };
-        match (tag, items.get(1)) {
-            (b"A", Some(token)) => int(token)
-                .map(|t| {
-                    Begin::Acquired(Lease {
-                        token: FencingToken(t),
-                        duration: lease,
-                    })
+        match (items.first(), items.get(1)) {
+            (Some(Value::BulkString(tag)), Some(Value::Int(left))) if tag == b"I" => {
+                // PTTL: milliseconds left of the lease (negative if the
+                // key has no expiry, which a lease always has).
+                let left = u64::try_from(*left).map_err(|_| unexpected())?;
+                Ok(Begin::InFlight {
+                    retry_after: Duration::from_millis(left),
                 })
-                .ok_or_else(|| StoreError::corrupt("redis begin: token is not an integer")),
-            (b"I", Some(left)) => int(left)
-                .map(|left| Begin::InFlight {
-                    retry_after: Duration::from_micros(left),
-                })
-                .ok_or_else(|| StoreError::corrupt("redis begin: time left is not an integer")),
-            (b"R", Some(Value::BulkString(bytes))) => {
+            }
+            (Some(Value::BulkString(tag)), Some(Value::BulkString(bytes))) if tag == b"R" => {
                 Ok(Begin::Replay(Outcome::new(bytes.clone())))
             }
-            (b"R", Some(Value::SimpleString(s))) => {
-                Ok(Begin::Replay(Outcome::new(s.clone().into_bytes())))
-            }
-            (b"M", None) => Ok(Begin::Mismatch),
-            _ => Err(StoreError::corrupt(format!(
-                "redis begin: unexpected reply {reply:?}"
-            ))),
+            (Some(Value::BulkString(tag)), None) if tag == b"M" => Ok(Begin::Mismatch),
+            _ => Err(unexpected()),
         }
     }
 
@@ -385,18 +400,18 @@ impl Store for RedisStore {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let token = lease.token.0.to_string();
+        let token = token_text(lease.token);
         self.fenced(
             "complete",
             &self.scripts.complete,
             id,
-            &[token.as_bytes(), &us(ttl), outcome.as_bytes()],
+            &[token.as_bytes(), &ms(ttl), outcome.as_bytes()],
         )
         .await
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        let token = lease.token.0.to_string();
+        let token = token_text(lease.token);
         self.fenced("release", &self.scripts.release, id, &[token.as_bytes()])
             .await
     }
@@ -407,12 +422,12 @@ impl Store for RedisStore {
         lease: &Lease,
         duration: Duration,
     ) -> Result<Lease, StoreError> {
-        let token = lease.token.0.to_string();
+        let token = token_text(lease.token);
         self.fenced(
             "renew",
             &self.scripts.renew,
             id,
-            &[token.as_bytes(), &us(duration)],
+            &[token.as_bytes(), &ms(duration)],
         )
         .await?;
         Ok(Lease {
