@@ -1,5 +1,6 @@
 //! The in-memory store: for one process, for tests, and as the embedded default.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -227,24 +228,33 @@ impl Inner {
     fn apply(&self, id: &RecordId, event: Event<'_>) -> Option<Answer> {
         let now = self.clock.now_micros();
         let mut map = lock(self.shard(id));
-        let found = map.get(id);
-        let existed = found.is_some();
-        let stale = found.is_some_and(|r| r.droppable(now));
-        let (answer, effect) = machine::step(found, now, event);
-        match effect {
-            Effect::Put(record) => {
-                if !existed && !self.reserve() {
-                    return None;
+        // One hash and one probe per event: the entry is read, then
+        // overwritten or removed in place.
+        match map.entry(*id) {
+            Entry::Occupied(mut found) => {
+                let stale = found.get().droppable(now);
+                let (answer, effect) = machine::step(Some(found.get()), now, event);
+                match effect {
+                    Effect::Put(record) => *found.get_mut() = record,
+                    Effect::Keep if stale => {
+                        found.remove();
+                        self.len.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    Effect::Keep => {}
                 }
-                map.insert(*id, record);
+                Some(answer)
             }
-            Effect::Keep => {
-                if stale && map.remove(id).is_some() {
-                    self.len.fetch_sub(1, Ordering::SeqCst);
+            Entry::Vacant(slot) => {
+                let (answer, effect) = machine::step(None, now, event);
+                if let Effect::Put(record) = effect {
+                    if !self.reserve() {
+                        return None;
+                    }
+                    slot.insert(record);
                 }
+                Some(answer)
             }
         }
-        Some(answer)
     }
 
     fn reserve(&self) -> bool {

@@ -1,0 +1,74 @@
+//! The payments debit route called in process (no sockets, no `wrk`), with
+//! idem on `MemoryStore` beside the same route without idem, in one run: the
+//! CPU cost of the HTTP layer, the engine and the store per request, free of
+//! the network's noise. Every request carries a new key (begin, run, record).
+//!
+//! `cargo bench -p idem-tests --bench router`
+
+#![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use criterion::{criterion_group, criterion_main, Criterion};
+use idem_core::{Engine, MemoryStore, Policy};
+use idem_examples::payments::{router, router_without_idem, App, MemoryLedger};
+use tower::ServiceExt;
+
+fn app() -> App {
+    // Records live 2 seconds and are purged every second, so a long run
+    // holds a steady number of them.
+    let store = MemoryStore::builder()
+        .capacity(usize::MAX)
+        .purge_interval(Some(Duration::from_secs(1)))
+        .build();
+    App {
+        engine: Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(2))),
+        ledger: Arc::new(MemoryLedger::default()),
+        debit_delay: Duration::ZERO,
+    }
+}
+
+fn debit(n: u64) -> Request<Body> {
+    Request::post(format!("/accounts/acct-{}/debits", n % 500))
+        .header("content-type", "application/json")
+        .header("idempotency-key", format!("bench-{n}"))
+        .body(Body::from(r#"{"amount":1}"#))
+        .expect("request")
+}
+
+async fn send(router: &Router, n: u64) {
+    let response = router.clone().oneshot(debit(n)).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+        .await
+        .expect("body");
+    std::hint::black_box(body);
+}
+
+fn debit_route(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (bare, idem) = rt.block_on(async { (router_without_idem(app()), router(app())) });
+    let counter = AtomicU64::new(0);
+    let mut group = c.benchmark_group("debit_route");
+    group.bench_function("without_idem", |b| {
+        b.to_async(&rt)
+            .iter(|| send(&bare, counter.fetch_add(1, Ordering::Relaxed)));
+    });
+    group.bench_function("with_idem", |b| {
+        b.to_async(&rt)
+            .iter(|| send(&idem, counter.fetch_add(1, Ordering::Relaxed)));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, debit_route);
+criterion_main!(benches);
