@@ -29,7 +29,7 @@ use idem_examples::payments::{
 use idem_postgres::PgStore;
 use idem_redis::RedisStore;
 
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 7;
 const SECONDS: u32 = 4;
 const CONNECTIONS: u32 = 32;
 
