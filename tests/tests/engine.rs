@@ -530,3 +530,104 @@ async fn wait_until_acquirable(store: &MemoryStore, c: &Call, within: Duration) 
     }
     false
 }
+
+/// Delegates to a real `MemoryStore`, but the first `failures` completions
+/// find the store unreachable, as during a short outage or a failover.
+struct CompletionOutage {
+    inner: MemoryStore,
+    failures: AtomicUsize,
+    attempts: AtomicUsize,
+}
+
+#[idem_core::async_trait]
+impl Store for CompletionOutage {
+    async fn begin(
+        &self,
+        id: &idem_core::RecordId,
+        fp: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, idem_core::StoreError> {
+        self.inner.begin(id, fp, lease).await
+    }
+    async fn complete(
+        &self,
+        id: &idem_core::RecordId,
+        lease: &idem_core::Lease,
+        o: &idem_core::Outcome,
+        ttl: Duration,
+    ) -> Result<(), idem_core::StoreError> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        let down = self
+            .failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if down {
+            return Err(idem_core::StoreError::unavailable(
+                "complete",
+                "connection refused",
+            ));
+        }
+        self.inner.complete(id, lease, o, ttl).await
+    }
+    async fn release(
+        &self,
+        id: &idem_core::RecordId,
+        lease: &idem_core::Lease,
+    ) -> Result<(), idem_core::StoreError> {
+        self.inner.release(id, lease).await
+    }
+    async fn renew(
+        &self,
+        id: &idem_core::RecordId,
+        lease: &idem_core::Lease,
+        d: Duration,
+    ) -> Result<idem_core::Lease, idem_core::StoreError> {
+        self.inner.renew(id, lease, d).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_the_lease() {
+    // Eight failed completions: more than the engine retries in line (four
+    // attempts), so the answer goes out first and the record lands later.
+    let store = Arc::new(CompletionOutage {
+        inner: MemoryStore::new(),
+        failures: AtomicUsize::new(8),
+        attempts: AtomicUsize::new(0),
+    });
+    let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
+        .with_policy(Policy::default().lease(Duration::from_secs(30)));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let c = call("outage-at-completion", &serde_json::json!({"amount": 7}));
+    let charge = |runs: Arc<AtomicUsize>| async move {
+        let n = runs.fetch_add(1, Ordering::SeqCst);
+        Ok::<_, PayError>(format!("charge-{n}"))
+    };
+
+    let first = engine
+        .run(&c, |_| charge(Arc::clone(&runs)))
+        .await
+        .expect("the operation ran and answered although its record was not written yet");
+    assert_eq!(first, Ran::Executed("charge-0".to_owned()));
+    let in_line = store.attempts.load(Ordering::SeqCst);
+    assert!(
+        in_line < 8,
+        "the answer must not wait for the outage to end ({in_line} attempts before answering)"
+    );
+
+    // A retry while the record is not written yet finds the claim in flight
+    // and runs nothing; once the store answers again, retries replay.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let replayed = loop {
+        match engine.run(&c, |_| charge(Arc::clone(&runs))).await {
+            Ok(Ran::Replayed(r)) => break r,
+            Err(Error::InFlight { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => panic!("a retry must wait for the record or replay it, got {other:?}"),
+        }
+    };
+    assert_eq!(replayed, "charge-0", "the retry gets the first charge back");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran once");
+    assert!(store.attempts.load(Ordering::SeqCst) >= 9);
+}

@@ -440,6 +440,11 @@ impl Engine {
     ///   `Error::Failed(Ran::Executed(e))` and a retry runs `op` again.
     /// - If the returned future is dropped (cancelled) or `op` panics, the
     ///   claim is released at once.
+    /// - If the store cannot record the result (it is down), this call still
+    ///   gets its result (the effect happened), and the engine keeps trying
+    ///   to record it in the background while the lease lasts; retries in
+    ///   the meantime find the claim in flight. Only a store that stays away
+    ///   past the lease loses the result, and a retry after that runs again.
     pub async fn run<T, E, F, Fut>(&self, call: &Call, op: F) -> Result<Ran<T>, Error<E>>
     where
         T: Serialize + DeserializeOwned,
@@ -560,7 +565,21 @@ impl Engine {
                         Err(Error::LeaseLost)
                     }
                     Err(e) => {
-                        tracing::error!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "not_recorded", "the operation ran but its result could not be recorded; the claim stays until its lease ends");
+                        // The effect happened: keep trying to record it in the
+                        // background while the lease lasts, so that a store
+                        // that comes back in time still answers retries with
+                        // this result instead of running the operation again.
+                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "completing_in_background", "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
+                        if let Some(outcome) = guard.take_outcome() {
+                            complete_later(
+                                Arc::clone(&self.store),
+                                call.id,
+                                lease,
+                                outcome,
+                                ttl,
+                                call.scope.clone(),
+                            );
+                        }
                         Ok(Execution::Executed(value))
                     }
                 }
@@ -702,16 +721,68 @@ struct Guard<'a> {
 }
 
 impl Guard<'_> {
-    /// Records the outcome held in `Completing` state; the guard is done after.
+    /// Records the outcome held in `Completing` state. The guard is done after
+    /// a success or a lost lease; after a transient failure it keeps the
+    /// outcome for [`take_outcome`](Self::take_outcome).
     async fn complete(&mut self) -> Result<(), StoreError> {
         let GuardState::Completing(outcome) = &self.state else {
             return Ok(());
         };
         let result =
             complete_with_retry(&*self.store, &self.id, &self.lease, outcome, self.ttl).await;
-        self.state = GuardState::Done;
+        if !matches!(&result, Err(e) if e.is_transient()) {
+            self.state = GuardState::Done;
+        }
         result
     }
+
+    /// The outcome still to be recorded, if any; the guard is done after.
+    fn take_outcome(&mut self) -> Option<Outcome> {
+        match std::mem::replace(&mut self.state, GuardState::Done) {
+            GuardState::Completing(outcome) => Some(outcome),
+            _ => None,
+        }
+    }
+}
+
+/// How often a completion handed to the background is tried again, at most.
+const LATE_COMPLETION_MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// Keeps trying to record `outcome` after the operation has answered, until
+/// it is recorded, the lease is found lost, or the lease's length has passed
+/// (by then the store answers "lost" anyway, once it answers at all).
+fn complete_later(
+    store: Arc<dyn Store>,
+    id: RecordId,
+    lease: Lease,
+    outcome: Outcome,
+    ttl: Duration,
+    scope: Scope,
+) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        tracing::error!(target: "idem", scope = %scope, record = %id, decision = "not_recorded", "no tokio runtime to record the result in the background; the claim ends with its lease");
+        return;
+    };
+    handle.spawn(async move {
+        let give_up = Instant::now() + lease.duration;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            tokio::time::sleep(pause).await;
+            match store.complete(&id, &lease, &outcome, ttl).await {
+                Ok(()) => {
+                    tracing::info!(target: "idem", scope = %scope, record = %id, decision = "completed_late", "the result was recorded after the store came back");
+                    return;
+                }
+                Err(e) if e.is_transient() && Instant::now() < give_up => {
+                    pause = (pause * 2).min(LATE_COMPLETION_MAX_PAUSE);
+                }
+                Err(e) => {
+                    tracing::error!(target: "idem", scope = %scope, record = %id, error = %e, decision = "not_recorded", "the operation ran but its result could not be recorded before its lease ended; a retry after that runs it again");
+                    return;
+                }
+            }
+        }
+    });
 }
 
 impl Drop for Guard<'_> {
