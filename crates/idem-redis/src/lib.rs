@@ -268,7 +268,17 @@ impl RedisStore {
 
     /// The Redis key of a record: `<prefix>{<hex record id>}`.
     pub fn key(&self, id: &RecordId) -> String {
-        format!("{}{{{}}}", self.prefix, id.to_hex())
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let bytes = id.as_bytes();
+        let mut key = String::with_capacity(self.prefix.len() + bytes.len() * 2 + 2);
+        key.push_str(&self.prefix);
+        key.push('{');
+        for b in bytes {
+            key.push(char::from(DIGITS[usize::from(b >> 4)]));
+            key.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        }
+        key.push('}');
+        key
     }
 
     async fn invoke(
@@ -281,8 +291,9 @@ impl RedisStore {
         // EVALSHA built directly (one copy of the arguments); on NOSCRIPT
         // (a restarted or flushed server) the script is loaded and the call
         // retried once.
-        let mut eval = redis::cmd("EVALSHA");
-        eval.arg(script.get_hash()).arg(1).arg(key);
+        let data = 7 + 40 + 1 + key.len() + args.iter().map(|a| a.len()).sum::<usize>();
+        let mut eval = redis::Cmd::with_capacity(4 + args.len(), data);
+        eval.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(key);
         for arg in args {
             eval.arg(*arg);
         }
@@ -333,12 +344,19 @@ fn is_corrupt(e: &redis::RedisError) -> bool {
 /// A duration as whole milliseconds for `PX`, rounded up (at least 1), so
 /// that a key never expires before the duration asked for.
 fn ms(d: Duration) -> Vec<u8> {
-    micros(d).div_ceil(1000).max(1).to_string().into_bytes()
+    itoa::Buffer::new()
+        .format(micros(d).div_ceil(1000).max(1))
+        .as_bytes()
+        .to_vec()
 }
 
-/// A token as the records spell it: 16 decimal digits.
-fn token_text(token: FencingToken) -> String {
-    format!("{:016}", token.0)
+/// A token as the records spell it: at least 16 decimal digits.
+fn token_text(token: FencingToken) -> Vec<u8> {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(token.0).as_bytes();
+    let mut text = vec![b'0'; 16usize.saturating_sub(digits.len())];
+    text.extend_from_slice(digits);
+    text
 }
 
 fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
@@ -405,14 +423,14 @@ impl Store for RedisStore {
             "complete",
             &self.scripts.complete,
             id,
-            &[token.as_bytes(), &ms(ttl), outcome.as_bytes()],
+            &[&token, &ms(ttl), outcome.as_bytes()],
         )
         .await
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
         let token = token_text(lease.token);
-        self.fenced("release", &self.scripts.release, id, &[token.as_bytes()])
+        self.fenced("release", &self.scripts.release, id, &[&token])
             .await
     }
 
@@ -423,13 +441,8 @@ impl Store for RedisStore {
         duration: Duration,
     ) -> Result<Lease, StoreError> {
         let token = token_text(lease.token);
-        self.fenced(
-            "renew",
-            &self.scripts.renew,
-            id,
-            &[token.as_bytes(), &ms(duration)],
-        )
-        .await?;
+        self.fenced("renew", &self.scripts.renew, id, &[&token, &ms(duration)])
+            .await?;
         Ok(Lease {
             token: lease.token,
             duration,
