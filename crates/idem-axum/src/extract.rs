@@ -1,12 +1,13 @@
 //! `Idempotent`: the extractor for handler-level idempotency.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
-use http::Method;
+use http::{Method, Uri};
 use idem_core::{
     Call, Claim, Engine, Fingerprint, FingerprintBuilder, FingerprintError, IdempotencyKey,
     OnInFlight, Scope,
@@ -59,11 +60,10 @@ pub struct Idempotent {
     engine: Engine,
     key: IdempotencyKey,
     method: Method,
-    route: Option<String>,
-    path: String,
-    query: Option<String>,
+    route: Option<MatchedPath>,
+    uri: Uri,
     settings: Settings,
-    operation: String,
+    operation: Cow<'static, str>,
     ttl: Option<Duration>,
     lease: Option<Duration>,
     on_in_flight: Option<OnInFlight>,
@@ -82,14 +82,10 @@ where
             engine: Engine::from_ref(state),
             key,
             method: parts.method.clone(),
-            route: parts
-                .extensions
-                .get::<MatchedPath>()
-                .map(|m| m.as_str().to_owned()),
-            path: parts.uri.path().to_owned(),
-            query: parts.uri.query().map(str::to_owned),
+            route: parts.extensions.get::<MatchedPath>().cloned(),
+            uri: parts.uri.clone(),
             settings: Settings::default(),
-            operation: "http".to_owned(),
+            operation: Cow::Borrowed("http"),
             ttl: None,
             lease: None,
             on_in_flight: None,
@@ -108,7 +104,7 @@ impl Idempotent {
     /// requests mismatch.
     #[must_use]
     pub fn operation(mut self, name: impl Into<String>) -> Self {
-        self.operation = name.into();
+        self.operation = Cow::Owned(name.into());
         self
     }
 
@@ -153,9 +149,9 @@ impl Idempotent {
         request_fingerprint(
             &self.operation,
             &self.method,
-            self.route.as_deref(),
-            &self.path,
-            self.query.as_deref(),
+            self.route.as_ref().map(MatchedPath::as_str),
+            self.uri.path(),
+            self.uri.query(),
         )
     }
 

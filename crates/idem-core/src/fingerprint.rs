@@ -135,7 +135,16 @@ fn write_canonical(h: &mut Sha256, v: &Value) {
         Value::Bool(true) => h.update(b"t"),
         Value::Number(n) => {
             h.update(b"d");
-            put_field(h, n.to_string().as_bytes());
+            // Integers spelled without `core::fmt` (the same digits as
+            // `Display`); floats keep serde_json's own spelling.
+            let mut int = itoa::Buffer::new();
+            if let Some(u) = n.as_u64() {
+                put_field(h, int.format(u).as_bytes());
+            } else if let Some(i) = n.as_i64() {
+                put_field(h, int.format(i).as_bytes());
+            } else {
+                put_field(h, n.to_string().as_bytes());
+            }
         }
         Value::String(s) => {
             h.update(b"s");
@@ -208,6 +217,13 @@ mod tests {
         assert_eq!(
             fp.to_hex(),
             "b1cf06e5a0415d5f20b1c1abe8e9ddbd51d5d0d56f62c9a6b6403a0f93f5092d"
+        );
+        // Every kind of number keeps its digits.
+        let numbers = json!({"neg": -5, "float": 1.5, "max": u64::MAX, "min": i64::MIN, "zero": 0});
+        let fp = Fingerprint::of("numbers", &numbers).unwrap();
+        assert_eq!(
+            fp.to_hex(),
+            "69917442e5fd2fcbb9a923dd25e63338ff8ca2014a2f43af45121ecfdec44bd4"
         );
     }
 }
