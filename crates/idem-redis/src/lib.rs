@@ -269,15 +269,17 @@ impl RedisStore {
     /// The Redis key of a record: `<prefix>{<hex record id>}`.
     pub fn key(&self, id: &RecordId) -> String {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let bytes = id.as_bytes();
-        let mut key = String::with_capacity(self.prefix.len() + bytes.len() * 2 + 2);
-        key.push_str(&self.prefix);
-        key.push('{');
-        for b in bytes {
-            key.push(char::from(DIGITS[usize::from(b >> 4)]));
-            key.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        let mut hex = [0u8; 66];
+        hex[0] = b'{';
+        for (i, b) in id.as_bytes().iter().enumerate() {
+            hex[1 + 2 * i] = DIGITS[usize::from(b >> 4)];
+            hex[2 + 2 * i] = DIGITS[usize::from(b & 0x0f)];
         }
-        key.push('}');
+        hex[65] = b'}';
+        let mut key = String::with_capacity(self.prefix.len() + hex.len());
+        key.push_str(&self.prefix);
+        // The buffer holds ASCII only.
+        key.push_str(std::str::from_utf8(&hex).unwrap_or_default());
         key
     }
 
@@ -343,20 +345,29 @@ fn is_corrupt(e: &redis::RedisError) -> bool {
 
 /// A duration as whole milliseconds for `PX`, rounded up (at least 1), so
 /// that a key never expires before the duration asked for.
-fn ms(d: Duration) -> Vec<u8> {
-    itoa::Buffer::new()
-        .format(micros(d).div_ceil(1000).max(1))
-        .as_bytes()
-        .to_vec()
+fn ms(d: Duration, buf: &mut itoa::Buffer) -> &[u8] {
+    buf.format(micros(d).div_ceil(1000).max(1)).as_bytes()
 }
 
 /// A token as the records spell it: at least 16 decimal digits.
-fn token_text(token: FencingToken) -> Vec<u8> {
-    let mut digits = itoa::Buffer::new();
-    let digits = digits.format(token.0).as_bytes();
-    let mut text = vec![b'0'; 16usize.saturating_sub(digits.len())];
-    text.extend_from_slice(digits);
-    text
+struct TokenText {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl TokenText {
+    fn new(token: FencingToken) -> Self {
+        let mut digits = [b'0'; 20];
+        let mut buf = itoa::Buffer::new();
+        let text = buf.format(token.0).as_bytes();
+        let start = (20 - text.len()).min(4);
+        digits[20 - text.len()..].copy_from_slice(text);
+        Self { digits, start }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.start..]
+    }
 }
 
 fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
@@ -380,7 +391,7 @@ impl Store for RedisStore {
                 "begin",
                 &self.scripts.begin,
                 self.key(id),
-                &[fingerprint.as_bytes(), &ms(lease)],
+                &[fingerprint.as_bytes(), ms(lease, &mut itoa::Buffer::new())],
             )
             .await?;
         let unexpected = || StoreError::corrupt(format!("redis begin: unexpected reply {reply:?}"));
@@ -418,19 +429,23 @@ impl Store for RedisStore {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let token = token_text(lease.token);
+        let token = TokenText::new(lease.token);
         self.fenced(
             "complete",
             &self.scripts.complete,
             id,
-            &[&token, &ms(ttl), outcome.as_bytes()],
+            &[
+                token.as_bytes(),
+                ms(ttl, &mut itoa::Buffer::new()),
+                outcome.as_bytes(),
+            ],
         )
         .await
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        let token = token_text(lease.token);
-        self.fenced("release", &self.scripts.release, id, &[&token])
+        let token = TokenText::new(lease.token);
+        self.fenced("release", &self.scripts.release, id, &[token.as_bytes()])
             .await
     }
 
@@ -440,12 +455,43 @@ impl Store for RedisStore {
         lease: &Lease,
         duration: Duration,
     ) -> Result<Lease, StoreError> {
-        let token = token_text(lease.token);
-        self.fenced("renew", &self.scripts.renew, id, &[&token, &ms(duration)])
-            .await?;
+        let token = TokenText::new(lease.token);
+        self.fenced(
+            "renew",
+            &self.scripts.renew,
+            id,
+            &[token.as_bytes(), ms(duration, &mut itoa::Buffer::new())],
+        )
+        .await?;
         Ok(Lease {
             token: lease.token,
             duration,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_spelled_with_at_least_sixteen_digits() {
+        let text = |t: u64| String::from_utf8(TokenText::new(FencingToken(t)).as_bytes().to_vec());
+        assert_eq!(text(0).as_deref(), Ok("0000000000000000"));
+        assert_eq!(text(42).as_deref(), Ok("0000000000000042"));
+        assert_eq!(
+            text(1_764_480_000_123_456).as_deref(),
+            Ok("1764480000123456")
+        );
+        assert_eq!(text(u64::MAX).as_deref(), Ok("18446744073709551615"));
+    }
+
+    #[test]
+    fn expiries_round_up_to_whole_milliseconds() {
+        let px = |d| String::from_utf8(ms(d, &mut itoa::Buffer::new()).to_vec());
+        assert_eq!(px(Duration::ZERO).as_deref(), Ok("1"));
+        assert_eq!(px(Duration::from_micros(1)).as_deref(), Ok("1"));
+        assert_eq!(px(Duration::from_micros(1001)).as_deref(), Ok("2"));
+        assert_eq!(px(Duration::from_secs(30)).as_deref(), Ok("30000"));
     }
 }
