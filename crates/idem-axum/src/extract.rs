@@ -103,8 +103,8 @@ impl Idempotent {
     /// stable across refactors, since a new name makes retries of old
     /// requests mismatch.
     #[must_use]
-    pub fn operation(mut self, name: impl Into<String>) -> Self {
-        self.operation = Cow::Owned(name.into());
+    pub fn operation(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.operation = name.into();
         self
     }
 
