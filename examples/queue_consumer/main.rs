@@ -161,8 +161,14 @@ impl Consumer {
     /// and stays out of the fingerprint.
     #[idempotent(engine = self.engine, key = msg.id, ttl = "1h", lease = "300ms", skip(fate), claim = claim)]
     async fn handle(&self, msg: &OrderPlaced, fate: Fate) -> Result<Shipment, ShipError> {
-        // Talk to the carrier: this is where a crash or an outage hits.
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        // Talk to the carrier: this is where a crash or an outage hits. For a
+        // worker about to be cancelled or killed the call hangs, so that the
+        // cut 3ms in always lands mid-call, however slow the machine.
+        let carrier_call = match fate {
+            Fate::Cancelled | Fate::Killed => Duration::from_secs(5),
+            _ => Duration::from_millis(10),
+        };
+        tokio::time::sleep(carrier_call).await;
         if fate == Fate::CarrierDown {
             return Err(ShipError::CarrierDown);
         }
@@ -213,8 +219,7 @@ async fn process(
             // The task is cancelled 3ms in, mid-way through the carrier call:
             // the engine releases the claim at once.
             let handled =
-                tokio::time::timeout(Duration::from_millis(3), consumer.handle(msg, Fate::Normal))
-                    .await;
+                tokio::time::timeout(Duration::from_millis(3), consumer.handle(msg, fate)).await;
             assert!(handled.is_err(), "the handler takes longer than 3ms");
             counters.cancelled.fetch_add(1, Ordering::SeqCst);
             Disposition::Redeliver(Duration::from_millis(5))
@@ -223,7 +228,7 @@ async fn process(
             // The process dies 3ms in: nothing runs any more for this
             // delivery, not even the engine's cleanup. The claim stays until
             // its lease runs out, then a redelivery takes it over.
-            let mut handling = Box::pin(consumer.handle(msg, Fate::Normal));
+            let mut handling = Box::pin(consumer.handle(msg, fate));
             let handled = tokio::time::timeout(Duration::from_millis(3), &mut handling).await;
             assert!(handled.is_err(), "the handler takes longer than 3ms");
             std::mem::forget(handling);
