@@ -5,7 +5,10 @@
 //!
 //! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres]` (needs `wrk`:
 //! `apt-get install wrk`). The redis pair compares `RedisStore` with a
-//! baseline doing only `SET NX` and `SET` on the same Redis.
+//! baseline doing only `SET NX` and `SET` on the same Redis. `-- redis-own-core`
+//! runs the redis pair with Redis pinned to core 1 and this process (server
+//! and `wrk`) to core 0, as when Redis has its own host (needs `taskset` and
+//! two cores; the affinities are restored after).
 //!
 //! Rounds alternate between the two servers so that drift on a noisy machine
 //! hits both; the report gives the median of the rounds and the ratio.
@@ -380,13 +383,86 @@ fn compare(label: &str, names: [&str; 2], urls: [&str; 2], script: &str) -> Resu
     Ok(())
 }
 
+/// The affinity mask of a process (hex, as `taskset -p` prints it).
+fn affinity(pid: u32) -> Result<String, String> {
+    let out = Command::new("taskset")
+        .args(["-p", &pid.to_string()])
+        .output()
+        .map_err(|e| format!("cannot run taskset ({e})"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .rsplit(": ")
+        .next()
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| format!("taskset -p {pid} printed no mask"))
+}
+
+/// Sets a process's affinity (`all`: every thread of it) to a hex mask.
+fn set_affinity(pid: u32, mask: &str, all: bool) -> Result<(), String> {
+    let flags = if all { "-ap" } else { "-p" };
+    let status = Command::new("taskset")
+        .args([flags, mask, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run taskset ({e})"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("taskset {flags} {mask} {pid} failed"))
+    }
+}
+
+/// The pid of the Redis server the benchmark talks to, from `INFO server`.
+async fn redis_pid() -> Result<u32, String> {
+    let mut con = redis::Client::open(idem_tests::redis_url().as_str())
+        .map_err(|e| e.to_string())?
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut con)
+        .await
+        .map_err(|e| e.to_string())?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|p| p.trim().parse().ok())
+        .ok_or_else(|| "INFO server has no process_id".to_owned())
+}
+
+/// The redis pair with Redis on core 1 and this process (server and `wrk`)
+/// on core 0, as when Redis runs on its own host; both masks are restored
+/// after.
+fn redis_own_core(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let redis = rt.block_on(redis_pid())?;
+    let me = std::process::id();
+    let (redis_mask, my_mask) = (affinity(redis)?, affinity(me)?);
+    println!("redis-own-core: Redis (pid {redis}) on core 1; this server and wrk on core 0");
+    set_affinity(redis, "2", false)?;
+    let pinned = set_affinity(me, "1", true).and_then(|()| {
+        let (naive, idem) = rt.block_on(redis_pair())?;
+        compare(
+            "redis-own-core",
+            ["SET NX + SET (baseline)", "with idem (RedisStore)"],
+            [&naive, &idem],
+            script,
+        )
+    });
+    let restored = set_affinity(redis, &redis_mask, false).and(set_affinity(me, &my_mask, true));
+    match rt.block_on(redis_cleanup()) {
+        Ok(n) => println!("  deleted the run's {n} keys from Redis"),
+        Err(e) => eprintln!("  could not delete the run's keys: {e}"),
+    }
+    pinned.and(restored)
+}
+
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass other
     // flags: only run the load when asked to benchmark.
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|redis-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -403,6 +479,10 @@ fn main() -> ExitCode {
     }
     let script = script.to_string_lossy().into_owned();
     let result = (|| {
+        // Not part of the default run: it changes CPU affinities while it runs.
+        if only.as_deref() == Some("redis-own-core") {
+            return redis_own_core(&rt, &script);
+        }
         if wanted("memory") {
             let (bare, idem) = rt.block_on(async {
                 (
