@@ -276,52 +276,15 @@ async fn lease_renewal_keeps_a_slow_operation_exclusive() {
     assert_eq!(replay, Ran::Replayed(*token.get()));
 }
 
-/// Delegates to a real `MemoryStore` but cannot reach it for renewals, as an
-/// instance cut off from the store (or frozen in a pause) would be.
-struct RenewalsCutOff(MemoryStore);
-
-#[idem_core::async_trait]
-impl Store for RenewalsCutOff {
-    async fn begin(
-        &self,
-        id: &idem_core::RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, idem_core::StoreError> {
-        self.0.begin(id, fp, lease).await
-    }
-    async fn complete(
-        &self,
-        id: &idem_core::RecordId,
-        lease: &idem_core::Lease,
-        o: &idem_core::Outcome,
-        ttl: Duration,
-    ) -> Result<(), idem_core::StoreError> {
-        self.0.complete(id, lease, o, ttl).await
-    }
-    async fn release(
-        &self,
-        id: &idem_core::RecordId,
-        lease: &idem_core::Lease,
-    ) -> Result<(), idem_core::StoreError> {
-        self.0.release(id, lease).await
-    }
-    async fn renew(
-        &self,
-        _: &idem_core::RecordId,
-        _: &idem_core::Lease,
-        _: Duration,
-    ) -> Result<idem_core::Lease, idem_core::StoreError> {
-        Err(idem_core::StoreError::unavailable("renew", "cut off"))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_that_lost_its_lease_is_fenced_and_changes_nothing() {
     let store = MemoryStore::new();
     let lease = Duration::from_millis(150);
-    let cut_off =
-        Engine::new(RenewalsCutOff(store.clone())).with_policy(Policy::default().lease(lease));
+    let cut_off = Engine::new(Faulty {
+        renewals_cut_off: true,
+        ..Faulty::new(store.clone())
+    })
+    .with_policy(Policy::default().lease(lease));
     let healthy =
         Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_secs(30)));
     let c = call("fenced", &serde_json::json!("x"));
@@ -531,16 +494,30 @@ async fn wait_until_acquirable(store: &MemoryStore, c: &Call, within: Duration) 
     false
 }
 
-/// Delegates to a real `MemoryStore`, but the first `failures` completions
-/// find the store unreachable, as during a short outage or a failover.
-struct CompletionOutage {
+/// Delegates to a real `MemoryStore`, with faults: renewals that never reach
+/// it (an instance cut off from the store, or frozen in a pause), and a
+/// number of completions that find it unreachable (a short outage or a
+/// failover).
+struct Faulty {
     inner: MemoryStore,
-    failures: AtomicUsize,
-    attempts: AtomicUsize,
+    renewals_cut_off: bool,
+    failing_completions: AtomicUsize,
+    completions: AtomicUsize,
+}
+
+impl Faulty {
+    fn new(inner: MemoryStore) -> Self {
+        Self {
+            inner,
+            renewals_cut_off: false,
+            failing_completions: AtomicUsize::new(0),
+            completions: AtomicUsize::new(0),
+        }
+    }
 }
 
 #[idem_core::async_trait]
-impl Store for CompletionOutage {
+impl Store for Faulty {
     async fn begin(
         &self,
         id: &idem_core::RecordId,
@@ -556,9 +533,9 @@ impl Store for CompletionOutage {
         o: &idem_core::Outcome,
         ttl: Duration,
     ) -> Result<(), idem_core::StoreError> {
-        self.attempts.fetch_add(1, Ordering::SeqCst);
+        self.completions.fetch_add(1, Ordering::SeqCst);
         let down = self
-            .failures
+            .failing_completions
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if down {
@@ -582,6 +559,9 @@ impl Store for CompletionOutage {
         lease: &idem_core::Lease,
         d: Duration,
     ) -> Result<idem_core::Lease, idem_core::StoreError> {
+        if self.renewals_cut_off {
+            return Err(idem_core::StoreError::unavailable("renew", "cut off"));
+        }
         self.inner.renew(id, lease, d).await
     }
 }
@@ -590,10 +570,9 @@ impl Store for CompletionOutage {
 async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_the_lease() {
     // Eight failed completions: more than the engine retries in line (four
     // attempts), so the answer goes out first and the record lands later.
-    let store = Arc::new(CompletionOutage {
-        inner: MemoryStore::new(),
-        failures: AtomicUsize::new(8),
-        attempts: AtomicUsize::new(0),
+    let store = Arc::new(Faulty {
+        failing_completions: AtomicUsize::new(8),
+        ..Faulty::new(MemoryStore::new())
     });
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_secs(30)));
@@ -609,7 +588,7 @@ async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_t
         .await
         .expect("the operation ran and answered although its record was not written yet");
     assert_eq!(first, Ran::Executed("charge-0".to_owned()));
-    let in_line = store.attempts.load(Ordering::SeqCst);
+    let in_line = store.completions.load(Ordering::SeqCst);
     assert!(
         in_line < 8,
         "the answer must not wait for the outage to end ({in_line} attempts before answering)"
@@ -629,5 +608,5 @@ async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_t
     };
     assert_eq!(replayed, "charge-0", "the retry gets the first charge back");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran once");
-    assert!(store.attempts.load(Ordering::SeqCst) >= 9);
+    assert!(store.completions.load(Ordering::SeqCst) >= 9);
 }
