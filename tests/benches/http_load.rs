@@ -430,6 +430,22 @@ async fn redis_pid() -> Result<u32, String> {
         .ok_or_else(|| "INFO server has no process_id".to_owned())
 }
 
+/// The redis pair under `label`, then the run's keys deleted from Redis.
+fn run_redis_pair(rt: &tokio::runtime::Runtime, label: &str, script: &str) -> Result<(), String> {
+    let (naive, idem) = rt.block_on(redis_pair())?;
+    let compared = compare(
+        label,
+        ["SET NX + SET (baseline)", "with idem (RedisStore)"],
+        [&naive, &idem],
+        script,
+    );
+    match rt.block_on(redis_cleanup()) {
+        Ok(n) => println!("  deleted the run's {n} keys from Redis"),
+        Err(e) => eprintln!("  could not delete the run's keys: {e}"),
+    }
+    compared
+}
+
 /// The redis pair with Redis on core 1 and this process (server and `wrk`)
 /// on core 0, as when Redis runs on its own host; both masks are restored
 /// after.
@@ -439,20 +455,9 @@ fn redis_own_core(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), Stri
     let (redis_mask, my_mask) = (affinity(redis)?, affinity(me)?);
     println!("redis-own-core: Redis (pid {redis}) on core 1; this server and wrk on core 0");
     set_affinity(redis, "2", false)?;
-    let pinned = set_affinity(me, "1", true).and_then(|()| {
-        let (naive, idem) = rt.block_on(redis_pair())?;
-        compare(
-            "redis-own-core",
-            ["SET NX + SET (baseline)", "with idem (RedisStore)"],
-            [&naive, &idem],
-            script,
-        )
-    });
+    let pinned =
+        set_affinity(me, "1", true).and_then(|()| run_redis_pair(rt, "redis-own-core", script));
     let restored = set_affinity(redis, &redis_mask, false).and(set_affinity(me, &my_mask, true));
-    match rt.block_on(redis_cleanup()) {
-        Ok(n) => println!("  deleted the run's {n} keys from Redis"),
-        Err(e) => eprintln!("  could not delete the run's keys: {e}"),
-    }
     pinned.and(restored)
 }
 
@@ -498,18 +503,7 @@ fn main() -> ExitCode {
             )?;
         }
         if wanted("redis") {
-            let (naive, idem) = rt.block_on(redis_pair())?;
-            let compared = compare(
-                "redis",
-                ["SET NX + SET (baseline)", "with idem (RedisStore)"],
-                [&naive, &idem],
-                &script,
-            );
-            match rt.block_on(redis_cleanup()) {
-                Ok(n) => println!("  deleted the run's {n} keys from Redis"),
-                Err(e) => eprintln!("  could not delete the run's keys: {e}"),
-            }
-            compared?;
+            run_redis_pair(&rt, "redis", &script)?;
         }
         if wanted("postgres") {
             let (naive, idem, schemas) = rt.block_on(pg_pair())?;
