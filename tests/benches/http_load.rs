@@ -365,20 +365,111 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn compare(label: &str, names: [&str; 2], urls: [&str; 2], script: &str) -> Result<(), String> {
+/// CPU time (user + system, in clock ticks) used so far by this process
+/// (`own`) and by each process named `store` (the Redis or PostgreSQL server
+/// and all of its backends, by pid), read from `/proc`. `None` where `/proc`
+/// is missing.
+struct CpuTicks {
+    own: u64,
+    store: std::collections::HashMap<u32, u64>,
+}
+
+impl CpuTicks {
+    fn read(store: Option<&str>) -> Option<Self> {
+        fn ticks(stat: &str) -> Option<(String, u64)> {
+            // pid (comm) state ... utime(14) stime(15): comm may hold spaces.
+            let (head, rest) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1.to_owned();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((
+                comm,
+                f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?,
+            ))
+        }
+        let own = ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?.1;
+        let mut by_pid = std::collections::HashMap::new();
+        if let Some(store) = store {
+            for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+                let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
+                    continue;
+                };
+                if let Some((comm, t)) = std::fs::read_to_string(entry.path().join("stat"))
+                    .ok()
+                    .as_deref()
+                    .and_then(ticks)
+                {
+                    if comm == store {
+                        by_pid.insert(pid, t);
+                    }
+                }
+            }
+        }
+        Some(Self { own, store: by_pid })
+    }
+
+    /// Ticks used since `earlier`: this process, and the store's processes
+    /// (those started since count whole; those that exited since are lost,
+    /// so the store's figure is a lower bound).
+    fn since(&self, earlier: &Self) -> (u64, u64) {
+        let store = self
+            .store
+            .iter()
+            .map(|(pid, t)| t.saturating_sub(earlier.store.get(pid).copied().unwrap_or(0)))
+            .sum();
+        (self.own.saturating_sub(earlier.own), store)
+    }
+}
+
+/// Linux's clock ticks per second for `/proc` CPU times.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+fn compare(
+    label: &str,
+    names: [&str; 2],
+    urls: [&str; 2],
+    script: &str,
+    store: Option<&str>,
+) -> Result<(), String> {
     println!("{label}: POST /accounts/{{id}}/debits, new key per request, wrk -t1 -c{CONNECTIONS} -d{SECONDS}s, {ROUNDS} alternating rounds");
     let mut rps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    // CPU microseconds per request: [server, store] per variant and round.
+    let mut cpu: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
     for round in 1..=ROUNDS {
         for v in 0..2 {
+            let before = CpuTicks::read(store);
             let r = wrk(urls[v], script)?;
-            println!("  round {round}: {:<26} {r:>10.0} req/s", names[v]);
+            let used = before.zip(CpuTicks::read(store)).map(|(b, a)| {
+                let (own, theirs) = a.since(&b);
+                let per_request =
+                    |t: u64| t as f64 / TICKS_PER_SECOND * 1e6 / (r * f64::from(SECONDS));
+                (per_request(own), per_request(theirs))
+            });
+            let detail = used.map_or(String::new(), |(o, s)| match store {
+                Some(name) => format!("  (CPU per request: server {o:.0} us, {name} {s:.0} us)"),
+                None => format!("  (CPU per request: server {o:.0} us)"),
+            });
+            println!("  round {round}: {:<26} {r:>10.0} req/s{detail}", names[v]);
             rps[v].push(r);
+            cpu[v].extend(used);
         }
     }
     let [base, idem] = rps;
     let (b, i) = (median(base), median(idem));
-    println!("  median {:<25} {b:>10.0} req/s", names[0]);
-    println!("  median {:<25} {i:>10.0} req/s", names[1]);
+    for (v, rate) in [(0, b), (1, i)] {
+        let server = || median(cpu[v].iter().map(|c| c.0).collect());
+        let detail = match store {
+            _ if cpu[v].is_empty() => String::new(),
+            Some(name) => {
+                let s = median(cpu[v].iter().map(|c| c.1).collect());
+                format!(
+                    "  (median CPU per request: server {:.0} us, {name} {s:.0} us)",
+                    server()
+                )
+            }
+            None => format!("  (median CPU per request: server {:.0} us)", server()),
+        };
+        println!("  median {:<25} {rate:>10.0} req/s{detail}", names[v]);
+    }
     println!("  ratio (idem / baseline): {:.3}", i / b);
     Ok(())
 }
@@ -438,6 +529,7 @@ fn run_redis_pair(rt: &tokio::runtime::Runtime, label: &str, script: &str) -> Re
         ["SET NX + SET (baseline)", "with idem (RedisStore)"],
         [&naive, &idem],
         script,
+        Some("redis-server"),
     );
     match rt.block_on(redis_cleanup()) {
         Ok(n) => println!("  deleted the run's {n} keys from Redis"),
@@ -500,6 +592,7 @@ fn main() -> ExitCode {
                 ["without idem", "with idem (MemoryStore)"],
                 [&bare, &idem],
                 &script,
+                None,
             )?;
         }
         if wanted("redis") {
@@ -512,6 +605,7 @@ fn main() -> ExitCode {
                 ["INSERT + UPDATE (baseline)", "with idem (PgStore)"],
                 [&naive, &idem],
                 &script,
+                Some("postgres"),
             );
             // Requests cut off when wrk stops must not leave a session
             // inside a transaction (see PgStore::begin_transaction).

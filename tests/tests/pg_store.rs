@@ -306,4 +306,37 @@ async fn statements_per_request_counted_on_the_wire() {
     let dup = engine.run(&held, |_| async { Ok::<_, Never>(2) }).await;
     assert!(matches!(dup, Err(Error::InFlight { .. })), "{dup:?}");
     assert_eq!(proxy.executed() - before, 1, "a duplicate in flight: begin");
+
+    // Completed inside the operation's transaction: the engine adds nothing
+    // after the commit (begin, BEGIN, complete, COMMIT).
+    let before = proxy.executed();
+    let ran = engine
+        .run(&call("in-tx"), |claim| {
+            let store = store.clone();
+            async move {
+                let db = |e: sqlx::Error| DebitError::Database(e.to_string());
+                let mut tx = store.begin_transaction().await.map_err(db)?;
+                store
+                    .complete_result_in_transaction(&mut tx, &claim, &Ok::<_, DebitError>(3u8))
+                    .await
+                    .map_err(|_| DebitError::LeaseLost)?;
+                tx.commit().await.map_err(db)?;
+                Ok::<_, DebitError>(3u8)
+            }
+        })
+        .await
+        .expect("in-transaction completion");
+    assert_eq!(ran, Ran::Executed(3));
+    assert_eq!(
+        proxy.executed() - before,
+        4,
+        "completed in the transaction: begin, BEGIN, complete, COMMIT"
+    );
+    let before = proxy.executed();
+    let replay = engine
+        .run(&call("in-tx"), |_| async { Ok::<_, DebitError>(0u8) })
+        .await
+        .expect("replay of the in-transaction completion");
+    assert_eq!(replay, Ran::Replayed(3));
+    assert_eq!(proxy.executed() - before, 1, "its replay: begin");
 }

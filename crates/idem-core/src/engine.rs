@@ -244,8 +244,9 @@ impl std::error::Error for Never {}
 /// Pass [`fencing_token`](Self::fencing_token) to downstream systems so that
 /// they can refuse a holder whose claim was taken over. A store that supports it
 /// can complete the record inside the operation's own database transaction with
-/// this claim (see `idem-postgres`); the engine's own completion afterwards is
-/// then a no-op, since completing twice with one token keeps the first outcome.
+/// this claim (see `idem-postgres`); the store then marks the claim
+/// ([`mark_completed_externally`](Self::mark_completed_externally)) and the
+/// engine skips its own completion.
 #[derive(Clone, Debug)]
 pub struct Claim {
     id: RecordId,

@@ -349,7 +349,12 @@ impl PgStore {
     /// or was taken over), this fails with `LeaseLost` and the caller must not
     /// commit (return the error so that the transaction rolls back).
     ///
-    /// The engine's own completion afterwards is a no-op.
+    /// On success the claim is marked completed
+    /// ([`Claim::mark_completed_externally`]), so the engine does not complete
+    /// it again: no statement after the commit. If the transaction then rolls
+    /// back, the record stays claimed until its lease ends and a retry after
+    /// that runs again, as nothing was committed; an operation that fails
+    /// returns an error as usual and the engine releases the claim.
     pub async fn complete_in_transaction(
         &self,
         tx: &mut PgConnection,
@@ -357,7 +362,9 @@ impl PgStore {
         outcome: &Outcome,
     ) -> Result<(), StoreError> {
         self.complete_on(tx, claim.record_id(), claim.lease(), outcome, claim.ttl())
-            .await
+            .await?;
+        claim.mark_completed_externally();
+        Ok(())
     }
 
     /// [`complete_in_transaction`](Self::complete_in_transaction) for a lease
