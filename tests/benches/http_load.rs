@@ -420,6 +420,11 @@ impl CpuTicks {
     }
 }
 
+/// Tick counts of a few minutes' runs are far below 2^52: exact in `f64`.
+fn ticks_f64(t: u64) -> f64 {
+    f64::from(u32::try_from(t).unwrap_or(u32::MAX))
+}
+
 /// Linux's clock ticks per second for `/proc` CPU times.
 const TICKS_PER_SECOND: f64 = 100.0;
 
@@ -441,7 +446,7 @@ fn compare(
             let used = before.zip(CpuTicks::read(store)).map(|(b, a)| {
                 let (own, theirs) = a.since(&b);
                 let per_request =
-                    |t: u64| t as f64 / TICKS_PER_SECOND * 1e6 / (r * f64::from(SECONDS));
+                    |t: u64| ticks_f64(t) / TICKS_PER_SECOND * 1e6 / (r * f64::from(SECONDS));
                 (per_request(own), per_request(theirs))
             });
             let detail = used.map_or(String::new(), |(o, s)| match store {
