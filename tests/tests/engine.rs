@@ -610,3 +610,50 @@ async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_t
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran once");
     assert!(store.completions.load(Ordering::SeqCst) >= 9);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_is_recorded_in_the_background_when_the_caller_goes_away_during_an_outage() {
+    // The store fails four completions. The caller gives up (a client that
+    // disconnects drops the handler) while the engine is still retrying in
+    // line, after two: the charge has happened, so its result must still be
+    // recorded, which takes more than the one attempt made on the way out.
+    let store = Arc::new(Faulty {
+        failing_completions: AtomicUsize::new(4),
+        ..Faulty::new(MemoryStore::new())
+    });
+    let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
+        .with_policy(Policy::default().lease(Duration::from_secs(30)));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let c = call(
+        "caller-gone-at-completion",
+        &serde_json::json!({"amount": 9}),
+    );
+    let charge = |runs: Arc<AtomicUsize>| async move {
+        let n = runs.fetch_add(1, Ordering::SeqCst);
+        Ok::<_, PayError>(format!("charge-{n}"))
+    };
+
+    let gone = tokio::time::timeout(
+        Duration::from_millis(50),
+        engine.run(&c, |_| charge(Arc::clone(&runs))),
+    )
+    .await;
+    assert!(
+        gone.is_err(),
+        "the caller must leave during the in-line retries: {gone:?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let replayed = loop {
+        match engine.run(&c, |_| charge(Arc::clone(&runs))).await {
+            Ok(Ran::Replayed(r)) => break r,
+            Err(Error::InFlight { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => panic!("a retry must wait for the record or replay it, got {other:?}"),
+        }
+    };
+    assert_eq!(replayed, "charge-0", "the retry gets the first charge back");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran once");
+}

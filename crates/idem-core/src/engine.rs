@@ -579,6 +579,7 @@ impl Engine {
                                 outcome,
                                 ttl,
                                 call.scope.clone(),
+                                LATE_COMPLETION_FIRST_PAUSE,
                             );
                         }
                         Ok(Execution::Executed(value))
@@ -749,9 +750,13 @@ impl Guard<'_> {
 /// How often a completion handed to the background is tried again, at most.
 const LATE_COMPLETION_MAX_PAUSE: Duration = Duration::from_secs(2);
 
-/// Keeps trying to record `outcome` after the operation has answered, until
-/// it is recorded, the lease is found lost, or the lease's length has passed
-/// (by then the store answers "lost" anyway, once it answers at all).
+/// The first pause of a background completion after a failed attempt.
+const LATE_COMPLETION_FIRST_PAUSE: Duration = Duration::from_millis(100);
+
+/// Keeps trying to record `outcome` after the operation has answered (or its
+/// caller went away), until it is recorded, the lease is found lost, or the
+/// lease's length has passed (by then the store answers "lost" anyway, once
+/// it answers at all). The first attempt comes after `first_pause`.
 fn complete_later(
     store: Arc<dyn Store>,
     id: RecordId,
@@ -759,6 +764,7 @@ fn complete_later(
     outcome: Outcome,
     ttl: Duration,
     scope: Scope,
+    first_pause: Duration,
 ) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
         tracing::error!(target: "idem", scope = %scope, record = %id, decision = "not_recorded", "no tokio runtime to record the result in the background; the claim ends with its lease");
@@ -766,16 +772,18 @@ fn complete_later(
     };
     handle.spawn(async move {
         let give_up = Instant::now() + lease.duration;
-        let mut pause = Duration::from_millis(100);
+        let mut pause = first_pause;
         loop {
-            tokio::time::sleep(pause).await;
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
             match store.complete(&id, &lease, &outcome, ttl).await {
                 Ok(()) => {
-                    tracing::info!(target: "idem", scope = %scope, record = %id, decision = "completed_late", "the result was recorded after the store came back");
+                    tracing::info!(target: "idem", scope = %scope, record = %id, decision = "completed_late", "the result was recorded in the background");
                     return;
                 }
                 Err(e) if e.is_transient() && Instant::now() < give_up => {
-                    pause = (pause * 2).min(LATE_COMPLETION_MAX_PAUSE);
+                    pause = (pause * 2).clamp(LATE_COMPLETION_FIRST_PAUSE, LATE_COMPLETION_MAX_PAUSE);
                 }
                 Err(e) => {
                     tracing::error!(target: "idem", scope = %scope, record = %id, error = %e, decision = "not_recorded", "the operation ran but its result could not be recorded before its lease ended; a retry after that runs it again");
@@ -791,24 +799,37 @@ impl Drop for Guard<'_> {
         if let Some(renewal) = self.renewal.take() {
             renewal.abort();
         }
-        let state = std::mem::replace(&mut self.state, GuardState::Done);
-        if matches!(state, GuardState::Done) {
-            return;
+        match std::mem::replace(&mut self.state, GuardState::Done) {
+            GuardState::Done => return,
+            // The operation ran and its caller went away while its result
+            // was being recorded: keep trying in the background while the
+            // lease lasts, as after an outage at completion, so that a
+            // retry replays the result instead of running it again.
+            GuardState::Completing(outcome) => {
+                tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, decision = "completing_after_cancellation");
+                complete_later(
+                    Arc::clone(&self.store),
+                    self.id,
+                    self.lease,
+                    outcome,
+                    self.ttl,
+                    self.scope.clone(),
+                    Duration::ZERO,
+                );
+                return;
+            }
+            GuardState::Running => {}
         }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, "claim abandoned outside a tokio runtime; it ends with its lease");
             return;
         };
         let store = Arc::clone(&self.store);
-        let (id, lease, ttl, scope) = (self.id, self.lease, self.ttl, self.scope.clone());
+        let (id, lease, scope) = (self.id, self.lease, self.scope.clone());
         handle.spawn(async move {
-            let (what, result) = match state {
-                GuardState::Completing(outcome) => ("completed after cancellation", store.complete(&id, &lease, &outcome, ttl).await),
-                _ => ("released after cancellation or panic", store.release(&id, &lease).await),
-            };
-            match result {
-                Ok(()) => tracing::debug!(target: "idem", scope = %scope, record = %id, decision = what),
-                Err(e) => tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, "claim abandoned: {what} failed"),
+            match store.release(&id, &lease).await {
+                Ok(()) => tracing::debug!(target: "idem", scope = %scope, record = %id, decision = "released after cancellation or panic"),
+                Err(e) => tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, "claim abandoned: its release after cancellation or panic failed; it ends with its lease"),
             }
         });
     }
