@@ -92,7 +92,13 @@ impl IdempotencyKey {
             return Err(KeyError::TooLong { len: raw.len() });
         }
         // Every byte is visible ASCII, so this is valid UTF-8.
-        Ok(Self(raw.iter().map(|b| char::from(*b)).collect()))
+        match std::str::from_utf8(raw) {
+            Ok(text) => Ok(Self(text.to_owned())),
+            Err(e) => Err(KeyError::InvalidCharacter {
+                position: e.valid_up_to(),
+                byte: raw.get(e.valid_up_to()).copied().unwrap_or_default(),
+            }),
+        }
     }
 
     fn parse_quoted(raw: &[u8]) -> Result<Self, KeyError> {
