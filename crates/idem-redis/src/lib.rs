@@ -63,7 +63,8 @@ use redis::{Script, Value};
 /// lease is a missing key.
 const BEGIN: &str = r"
 local t = redis.call('TIME')
-local now = string.format('%d%06d', t[1], t[2])
+local us = t[2]
+local now = t[1] .. string.rep('0', 6 - #us) .. us
 if redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. now, 'NX', 'PX', ARGV[2]) then
   return now
 end
