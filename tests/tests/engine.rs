@@ -566,22 +566,46 @@ impl Store for Faulty {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_the_lease() {
-    // Eight failed completions: more than the engine retries in line (four
-    // attempts), so the answer goes out first and the record lands later.
+/// An engine (30 s lease) over a `Faulty` store whose next `failing`
+/// completions find it unreachable.
+fn engine_with_failing_completions(failing: usize) -> (Engine, Arc<Faulty>) {
     let store = Arc::new(Faulty {
-        failing_completions: AtomicUsize::new(8),
+        failing_completions: AtomicUsize::new(failing),
         ..Faulty::new(MemoryStore::new())
     });
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_secs(30)));
+    (engine, store)
+}
+
+/// A charge that counts its runs and names its receipt after the count.
+fn charge(runs: Arc<AtomicUsize>) -> std::future::Ready<Result<String, PayError>> {
+    let n = runs.fetch_add(1, Ordering::SeqCst);
+    std::future::ready(Ok(format!("charge-{n}")))
+}
+
+/// Retries `c` until it replays (a retry while the record is not written yet
+/// finds the claim in flight and runs nothing), for at most 20 seconds.
+async fn replay_once_recorded(engine: &Engine, c: &Call, runs: &Arc<AtomicUsize>) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match engine.run(c, |_| charge(Arc::clone(runs))).await {
+            Ok(Ran::Replayed(r)) => return r,
+            Err(Error::InFlight { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => panic!("a retry must wait for the record or replay it, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_the_lease() {
+    // Eight failed completions: more than the engine retries in line (four
+    // attempts), so the answer goes out first and the record lands later.
+    let (engine, store) = engine_with_failing_completions(8);
     let runs = Arc::new(AtomicUsize::new(0));
     let c = call("outage-at-completion", &serde_json::json!({"amount": 7}));
-    let charge = |runs: Arc<AtomicUsize>| async move {
-        let n = runs.fetch_add(1, Ordering::SeqCst);
-        Ok::<_, PayError>(format!("charge-{n}"))
-    };
 
     let first = engine
         .run(&c, |_| charge(Arc::clone(&runs)))
@@ -594,18 +618,7 @@ async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_t
         "the answer must not wait for the outage to end ({in_line} attempts before answering)"
     );
 
-    // A retry while the record is not written yet finds the claim in flight
-    // and runs nothing; once the store answers again, retries replay.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let replayed = loop {
-        match engine.run(&c, |_| charge(Arc::clone(&runs))).await {
-            Ok(Ran::Replayed(r)) => break r,
-            Err(Error::InFlight { .. }) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            other => panic!("a retry must wait for the record or replay it, got {other:?}"),
-        }
-    };
+    let replayed = replay_once_recorded(&engine, &c, &runs).await;
     assert_eq!(replayed, "charge-0", "the retry gets the first charge back");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran once");
     assert!(store.completions.load(Ordering::SeqCst) >= 9);
@@ -617,21 +630,12 @@ async fn result_is_recorded_in_the_background_when_the_caller_goes_away_during_a
     // disconnects drops the handler) while the engine is still retrying in
     // line, after two: the charge has happened, so its result must still be
     // recorded, which takes more than the one attempt made on the way out.
-    let store = Arc::new(Faulty {
-        failing_completions: AtomicUsize::new(4),
-        ..Faulty::new(MemoryStore::new())
-    });
-    let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
-        .with_policy(Policy::default().lease(Duration::from_secs(30)));
+    let (engine, _store) = engine_with_failing_completions(4);
     let runs = Arc::new(AtomicUsize::new(0));
     let c = call(
         "caller-gone-at-completion",
         &serde_json::json!({"amount": 9}),
     );
-    let charge = |runs: Arc<AtomicUsize>| async move {
-        let n = runs.fetch_add(1, Ordering::SeqCst);
-        Ok::<_, PayError>(format!("charge-{n}"))
-    };
 
     let gone = tokio::time::timeout(
         Duration::from_millis(50),
@@ -644,16 +648,7 @@ async fn result_is_recorded_in_the_background_when_the_caller_goes_away_during_a
     );
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran");
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let replayed = loop {
-        match engine.run(&c, |_| charge(Arc::clone(&runs))).await {
-            Ok(Ran::Replayed(r)) => break r,
-            Err(Error::InFlight { .. }) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            other => panic!("a retry must wait for the record or replay it, got {other:?}"),
-        }
-    };
+    let replayed = replay_once_recorded(&engine, &c, &runs).await;
     assert_eq!(replayed, "charge-0", "the retry gets the first charge back");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran once");
 }
