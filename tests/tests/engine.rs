@@ -579,7 +579,7 @@ fn engine_with_failing_completions(failing: usize) -> (Engine, Arc<Faulty>) {
 }
 
 /// A charge that counts its runs and names its receipt after the count.
-fn charge(runs: Arc<AtomicUsize>) -> std::future::Ready<Result<String, PayError>> {
+fn charge(runs: &AtomicUsize) -> std::future::Ready<Result<String, PayError>> {
     let n = runs.fetch_add(1, Ordering::SeqCst);
     std::future::ready(Ok(format!("charge-{n}")))
 }
@@ -589,7 +589,7 @@ fn charge(runs: Arc<AtomicUsize>) -> std::future::Ready<Result<String, PayError>
 async fn replay_once_recorded(engine: &Engine, c: &Call, runs: &Arc<AtomicUsize>) -> String {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        match engine.run(c, |_| charge(Arc::clone(runs))).await {
+        match engine.run(c, |_| charge(runs)).await {
             Ok(Ran::Replayed(r)) => return r,
             Err(Error::InFlight { .. }) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -608,7 +608,7 @@ async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_t
     let c = call("outage-at-completion", &serde_json::json!({"amount": 7}));
 
     let first = engine
-        .run(&c, |_| charge(Arc::clone(&runs)))
+        .run(&c, |_| charge(&runs))
         .await
         .expect("the operation ran and answered although its record was not written yet");
     assert_eq!(first, Ran::Executed("charge-0".to_owned()));
@@ -637,11 +637,8 @@ async fn result_is_recorded_in_the_background_when_the_caller_goes_away_during_a
         &serde_json::json!({"amount": 9}),
     );
 
-    let gone = tokio::time::timeout(
-        Duration::from_millis(50),
-        engine.run(&c, |_| charge(Arc::clone(&runs))),
-    )
-    .await;
+    let gone =
+        tokio::time::timeout(Duration::from_millis(50), engine.run(&c, |_| charge(&runs))).await;
     assert!(
         gone.is_err(),
         "the caller must leave during the in-line retries: {gone:?}"
