@@ -439,8 +439,10 @@ impl Engine {
     ///   way and comes back as [`Error::Failed`].
     /// - `Err(e)` that is not final releases the claim: this call gets
     ///   `Error::Failed(Ran::Executed(e))` and a retry runs `op` again.
-    /// - If the returned future is dropped (cancelled) or `op` panics, the
-    ///   claim is released at once.
+    /// - If the returned future is dropped (cancelled) or `op` panics before
+    ///   `op` returns, the claim is released at once. If it is dropped after
+    ///   `op` returned, while the result is being recorded, the recording goes
+    ///   on in the background as below.
     /// - If the store cannot record the result (it is down), this call still
     ///   gets its result (the effect happened), and the engine keeps trying
     ///   to record it in the background while the lease lasts; retries in
