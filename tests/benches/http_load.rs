@@ -428,6 +428,16 @@ fn ticks_f64(t: u64) -> f64 {
 /// Linux's clock ticks per second for `/proc` CPU times.
 const TICKS_PER_SECOND: f64 = 100.0;
 
+/// `  ([median ]CPU per request: server S us[, store T us])`.
+fn cpu_text(prefix: &str, store: Option<&str>, (server, theirs): (f64, f64)) -> String {
+    match store {
+        Some(name) => {
+            format!("  ({prefix}CPU per request: server {server:.0} us, {name} {theirs:.0} us)")
+        }
+        None => format!("  ({prefix}CPU per request: server {server:.0} us)"),
+    }
+}
+
 fn compare(
     label: &str,
     names: [&str; 2],
@@ -449,10 +459,7 @@ fn compare(
                     |t: u64| ticks_f64(t) / TICKS_PER_SECOND * 1e6 / (r * f64::from(SECONDS));
                 (per_request(own), per_request(theirs))
             });
-            let detail = used.map_or(String::new(), |(o, s)| match store {
-                Some(name) => format!("  (CPU per request: server {o:.0} us, {name} {s:.0} us)"),
-                None => format!("  (CPU per request: server {o:.0} us)"),
-            });
+            let detail = used.map_or(String::new(), |u| cpu_text("", store, u));
             println!("  round {round}: {:<26} {r:>10.0} req/s{detail}", names[v]);
             rps[v].push(r);
             cpu[v].extend(used);
@@ -461,17 +468,12 @@ fn compare(
     let [base, idem] = rps;
     let (b, i) = (median(base), median(idem));
     for (v, rate) in [(0, b), (1, i)] {
-        let server = || median(cpu[v].iter().map(|c| c.0).collect());
-        let detail = match store {
-            _ if cpu[v].is_empty() => String::new(),
-            Some(name) => {
-                let s = median(cpu[v].iter().map(|c| c.1).collect());
-                format!(
-                    "  (median CPU per request: server {:.0} us, {name} {s:.0} us)",
-                    server()
-                )
-            }
-            None => format!("  (median CPU per request: server {:.0} us)", server()),
+        let detail = if cpu[v].is_empty() {
+            String::new()
+        } else {
+            let server = median(cpu[v].iter().map(|c| c.0).collect());
+            let theirs = median(cpu[v].iter().map(|c| c.1).collect());
+            cpu_text("median ", store, (server, theirs))
         };
         println!("  median {:<25} {rate:>10.0} req/s{detail}", names[v]);
     }
