@@ -1,5 +1,5 @@
 //! Engine behaviour on the in-memory store: exactly-once under contention,
-//! cancellation, panics, lease renewal, failure recording, waiting.
+//! callers that give up, panics, lease renewal, failure recording, waiting.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -161,71 +161,143 @@ async fn waiting_gives_up_after_max() {
     slow.abort();
 }
 
-#[tokio::test]
-async fn dropped_future_frees_the_key_well_before_lease_end() {
-    let store = MemoryStore::new();
-    let engine =
-        Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_secs(60)));
-    let c = call("cancel", &serde_json::json!("x"));
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
-    let task = {
-        let (engine, c) = (engine.clone(), c.clone());
-        tokio::spawn(async move {
-            engine
-                .run(&c, |_| async move {
-                    let _ = started_tx.send(());
-                    std::future::pending::<()>().await;
-                    Ok::<_, PayError>(())
-                })
-                .await
-        })
-    };
-    started_rx.await.expect("operation started");
-    let busy = store
-        .begin(c.record_id(), c.fingerprint(), Duration::from_secs(1))
-        .await;
+/// Runs `c` once more and expects the claim still in flight.
+async fn still_in_flight(engine: &Engine, c: &Call, runs: &Arc<AtomicUsize>) {
+    let retry = engine.run(c, |_| charge(runs)).await;
     assert!(
-        matches!(busy, Ok(Begin::InFlight { .. })),
-        "claimed while running: {busy:?}"
+        matches!(retry, Err(Error::InFlight { .. })),
+        "a retry while the outcome is unknown must be told it is in flight, got {retry:?}"
     );
-    task.abort();
-    let _ = task.await;
-    // The release is spawned by the dropped future; it must land within a
-    // fraction of a second, not after the 60s lease.
-    let freed = wait_until_acquirable(&store, &c, Duration::from_secs(5)).await;
-    assert!(freed, "the key must be free again right after cancellation");
 }
 
-#[tokio::test]
-async fn panicking_operation_frees_the_key_and_runs_on_retry() {
-    let store = MemoryStore::new();
-    let engine = Engine::new(store.clone());
-    let c = call("panic", &serde_json::json!("x"));
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_that_times_out_after_the_charge_keeps_the_key_until_the_lease_ends() {
+    let lease = Duration::from_millis(600);
+    let engine = Engine::new(MemoryStore::new()).with_policy(Policy::default().lease(lease));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let c = call("times-out-after-charge", &serde_json::json!({"amount": 5}));
+
+    // The charge happens, then the answer from the provider is slow and the
+    // worker's own timeout drops the operation: its outcome is unknown.
+    let charged = Arc::clone(&runs);
+    let gone = tokio::time::timeout(
+        Duration::from_millis(50),
+        engine.run(&c, |claim| async move {
+            let _ = charge(&charged).await;
+            std::future::pending::<()>().await;
+            Ok::<_, PayError>(claim.fencing_token().0)
+        }),
+    )
+    .await;
+    assert!(gone.is_err(), "the worker gave up");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // The retry must not charge again while the claim's lease lives.
+    still_in_flight(&engine, &c, &runs).await;
+    tokio::time::sleep(lease / 2).await;
+    still_in_flight(&engine, &c, &runs).await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "charged once while the lease lived"
+    );
+
+    // After the lease (nothing renews a dropped operation's claim), a retry
+    // runs again under a newer fencing token.
+    tokio::time::sleep(lease).await;
+    let again = engine.run(&c, |_| charge(&runs)).await;
+    assert_eq!(
+        again.expect("runs after the lease"),
+        Ran::Executed("charge-1".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operation_that_panics_after_the_charge_keeps_the_key_until_the_lease_ends() {
+    let lease = Duration::from_millis(600);
+    let engine = Engine::new(MemoryStore::new()).with_policy(Policy::default().lease(lease));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let c = call("panics-after-charge", &serde_json::json!("x"));
     let task = {
-        let (engine, c) = (engine.clone(), c.clone());
+        let (engine, c, runs) = (engine.clone(), c.clone(), Arc::clone(&runs));
         tokio::spawn(async move {
             engine
                 .run(&c, |claim| async move {
-                    assert!(claim.ttl().is_zero(), "operation blew up");
-                    Ok::<_, PayError>(0u8)
+                    let _ = charge(&runs).await;
+                    assert!(claim.ttl().is_zero(), "operation blew up after charging");
+                    Ok::<_, PayError>(String::new())
                 })
                 .await
         })
     };
-    let joined = task.await;
-    assert!(joined.expect_err("the panic propagates").is_panic());
-    let retried = tokio::time::timeout(
-        Duration::from_secs(5),
-        engine.run(
-            &c.clone().on_in_flight(OnInFlight::Wait {
-                max: Duration::from_secs(5),
-            }),
-            |_| async { Ok::<_, PayError>(1u8) },
-        ),
-    )
-    .await
-    .expect("no hang");
-    assert_eq!(retried.expect("retry runs"), Ran::Executed(1));
+    assert!(task.await.expect_err("the panic propagates").is_panic());
+    still_in_flight(&engine, &c, &runs).await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "charged once while the lease lived"
+    );
+    tokio::time::sleep(lease + lease / 2).await;
+    let again = engine.run(&c, |_| charge(&runs)).await;
+    assert_eq!(
+        again.expect("runs after the lease"),
+        Ran::Executed("charge-1".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_that_gives_up_while_the_claim_is_taken_leaves_the_key_free_at_once() {
+    // The store takes the claim but its answer is slow; the worker gives up
+    // before it arrives. Nothing ran, so the key must not stay claimed for
+    // the 60 s lease.
+    let memory = MemoryStore::new();
+    let store = Arc::new(Faulty {
+        begin_answer_delay: Duration::from_millis(200),
+        ..Faulty::new(memory.clone())
+    });
+    let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
+        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let c = call("gives-up-during-begin", &serde_json::json!("x"));
+    let gone =
+        tokio::time::timeout(Duration::from_millis(20), engine.run(&c, |_| charge(&runs))).await;
+    assert!(
+        gone.is_err(),
+        "the worker gave up before the claim was answered"
+    );
+    let freed = wait_until_acquirable(&memory, &c, Duration::from_secs(3)).await;
+    assert!(
+        freed,
+        "the claim taken after the worker left must be released at once"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_the_store_refuses_for_a_while_is_retried_until_the_key_is_free() {
+    // The provider timed out (a transient failure: nothing was charged), and
+    // the store is briefly unreachable when the engine releases the claim.
+    let memory = MemoryStore::new();
+    let store = Arc::new(Faulty {
+        failing_releases: AtomicUsize::new(3),
+        ..Faulty::new(memory.clone())
+    });
+    let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
+        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+    let c = call("release-blip", &serde_json::json!("x"));
+    let timed_out = engine
+        .run(&c, |_| async { Err::<String, _>(PayError::Timeout) })
+        .await;
+    assert!(matches!(
+        timed_out,
+        Err(Error::Failed(Ran::Executed(PayError::Timeout)))
+    ));
+    let freed = wait_until_acquirable(&memory, &c, Duration::from_secs(5)).await;
+    assert!(
+        freed,
+        "the release must be retried in the background, not left to the 60 s lease"
+    );
+    assert!(store.releases.load(Ordering::SeqCst) >= 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -503,6 +575,10 @@ struct Faulty {
     renewals_cut_off: bool,
     failing_completions: AtomicUsize,
     completions: AtomicUsize,
+    /// How long `begin`'s answer takes to come back after the store acted.
+    begin_answer_delay: Duration,
+    failing_releases: AtomicUsize,
+    releases: AtomicUsize,
 }
 
 impl Faulty {
@@ -512,6 +588,9 @@ impl Faulty {
             renewals_cut_off: false,
             failing_completions: AtomicUsize::new(0),
             completions: AtomicUsize::new(0),
+            begin_answer_delay: Duration::ZERO,
+            failing_releases: AtomicUsize::new(0),
+            releases: AtomicUsize::new(0),
         }
     }
 }
@@ -524,7 +603,11 @@ impl Store for Faulty {
         fp: &Fingerprint,
         lease: Duration,
     ) -> Result<Begin, idem_core::StoreError> {
-        self.inner.begin(id, fp, lease).await
+        let answer = self.inner.begin(id, fp, lease).await;
+        if !self.begin_answer_delay.is_zero() {
+            tokio::time::sleep(self.begin_answer_delay).await;
+        }
+        answer
     }
     async fn complete(
         &self,
@@ -551,6 +634,17 @@ impl Store for Faulty {
         id: &idem_core::RecordId,
         lease: &idem_core::Lease,
     ) -> Result<(), idem_core::StoreError> {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+        let down = self
+            .failing_releases
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if down {
+            return Err(idem_core::StoreError::unavailable(
+                "release",
+                "connection refused",
+            ));
+        }
         self.inner.release(id, lease).await
     }
     async fn renew(

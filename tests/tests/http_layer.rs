@@ -379,19 +379,21 @@ async fn oversized_request_is_413_before_anything_runs() {
 }
 
 #[tokio::test]
-async fn oversized_response_is_served_but_not_recorded() {
+async fn response_too_large_to_record_is_served_once_and_never_run_again() {
     let (url, runs) = start(RecordPolicy::default()).await;
-    for _ in 0..2 {
-        let r = post_json(&format!("{url}/big"), Some(b"big-resp"), "{}").await;
-        assert_eq!(r.status(), StatusCode::OK);
-        assert!(!r.headers().contains_key("idempotent-replayed"));
-        assert_eq!(r.bytes().await.expect("body").len(), 10_000, "served whole");
-    }
-    assert_eq!(
-        runs.count(),
-        2,
-        "not recorded: the claim was released and the retry ran"
-    );
+    let r = post_json(&format!("{url}/big"), Some(b"big-resp"), "{}").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(!r.headers().contains_key("idempotent-replayed"));
+    assert_eq!(r.bytes().await.expect("body").len(), 10_000, "served whole");
+    // The handler ran: the retry must not run it again, and is told why it
+    // cannot have the original answer.
+    let retry = post_json(&format!("{url}/big"), Some(b"big-resp"), "{}").await;
+    assert_eq!(retry.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(retry.headers()["content-type"], "application/problem+json");
+    let problem: serde_json::Value = retry.json().await.expect("problem json");
+    assert_eq!(problem["type"], "urn:idem:problem:response-not-recorded");
+    assert_eq!(runs.count(), 1, "the handler ran once");
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use std::future::Future;
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 use idem_core::{
-    Call, Claim, Completion, Engine, Error, Execution, FingerprintBuilder, IdempotencyKey,
+    Call, Claim, Completion, Engine, Error, Execution, FingerprintBuilder, IdempotencyKey, Outcome,
 };
 
 use crate::problem::{Problem, ProblemKind};
@@ -30,7 +30,7 @@ pub enum RecordPolicy {
     All,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Settings {
     pub(crate) max_request_body: usize,
     pub(crate) max_response_body: usize,
@@ -114,10 +114,48 @@ pub(crate) fn is_json(headers: &HeaderMap) -> bool {
 
 /// Runs `handler` through the engine for `call`, recording its response, and
 /// answers with the handler's response, a replay, or a problem.
+///
+/// Everything from the claim on runs on a task of its own; the connection's
+/// future only awaits it. A client that hangs up (hyper then drops the
+/// connection's future) or a timeout layer above cannot cancel the handler
+/// half-way: it runs to its end and its response is recorded whether or not
+/// anyone still listens, so the retry gets the replay (or 409 while it still
+/// runs), never a second execution. The cost is one task per request.
 pub(crate) async fn respond<F, Fut, R>(
+    engine: Engine,
+    call: Call,
+    settings: Settings,
+    handler: F,
+) -> Response
+where
+    F: FnOnce(Claim) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+    R: IntoResponse,
+{
+    let record = call.record_id().to_string();
+    let task = tokio::spawn(async move { run_recorded(&engine, &call, settings, handler).await });
+    match task.await {
+        Ok(response) => response,
+        Err(e) => {
+            // A panic in the handler (a task is only cancelled at runtime
+            // shutdown). Whatever it did may have taken effect: the engine
+            // keeps the claim until its lease ends.
+            tracing::error!(target: "idem", record, error = %e, "the handler panicked; its outcome is unknown and its claim is kept until the lease ends");
+            Problem::new(
+                ProblemKind::HandlerFailed,
+                "the request failed while it was processed and may have taken effect; retrying \
+                 with the same Idempotency-Key answers 409 until the claim's lease ends, then \
+                 runs the request again",
+            )
+            .into_response()
+        }
+    }
+}
+
+async fn run_recorded<F, Fut, R>(
     engine: &Engine,
     call: &Call,
-    settings: &Settings,
+    settings: Settings,
     handler: F,
 ) -> Response
 where
@@ -143,8 +181,13 @@ where
                     outcome,
                 },
                 Buffered::NotRecordable(response) => {
-                    tracing::warn!(target: "idem", limit = max_response, "response not recorded: larger than the limit or unreadable; the claim is released");
-                    Completion::Release(response)
+                    // The handler ran: releasing would let a retry run it
+                    // again. Retries get a stand-in that says so instead.
+                    tracing::warn!(target: "idem", limit = max_response, "response not recorded: larger than the limit or unreadable; retries get a response-not-recorded problem");
+                    Completion::Record {
+                        value: response,
+                        outcome: not_recorded(max_response),
+                    }
                 }
             }
         })
@@ -169,6 +212,24 @@ where
         },
         Err(e) => error_response(&e).into_response(),
     }
+}
+
+/// What a retry gets for a response that was served but could not be recorded.
+fn not_recorded(limit: usize) -> Outcome {
+    let problem = Problem::new(
+        ProblemKind::ResponseNotRecorded,
+        format!(
+            "the request with this Idempotency-Key was processed, but its response (larger than \
+             the {limit} bytes this endpoint records, or cut off) could not be recorded; it was \
+             not processed again"
+        ),
+    );
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    record::encode(problem.kind().status(), &headers, problem.body().as_bytes())
 }
 
 /// `Retry-After` for a request in flight, in seconds. The first request

@@ -185,27 +185,33 @@ impl Idempotent {
     /// Runs `op` at most once for this key in `scope` and `input`, recording
     /// its response; a retry gets the recorded response back, byte for byte,
     /// with `Idempotent-Replayed: true`.
+    ///
+    /// `op` runs on a task of its own (hence `Send + 'static`): if the client
+    /// hangs up, the handler's future is dropped but `op` runs to its end and
+    /// its response is recorded, so the client's retry gets the replay
+    /// instead of a second execution.
     pub async fn run<I, F, Fut, R>(self, scope: impl Into<Scope>, input: &I, op: F) -> Response
     where
         I: Serialize + ?Sized,
-        F: FnOnce(Claim) -> Fut,
-        Fut: Future<Output = R>,
+        F: FnOnce(Claim) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
         match self.call(scope, input) {
-            Ok(call) => self.run_call(&call, op).await,
+            Ok(call) => self.run_call(call, op).await,
             Err(e) => fingerprint_failed(&e),
         }
     }
 
-    /// Runs `op` for a prepared `call` (see [`call_with`](Self::call_with)).
-    pub async fn run_call<F, Fut, R>(self, call: &Call, op: F) -> Response
+    /// Runs `op` for a prepared `call` (see [`call_with`](Self::call_with)),
+    /// on a task of its own as [`run`](Self::run) does.
+    pub async fn run_call<F, Fut, R>(self, call: Call, op: F) -> Response
     where
-        F: FnOnce(Claim) -> Fut,
-        Fut: Future<Output = R>,
+        F: FnOnce(Claim) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        exec::respond(&self.engine, call, &self.settings, op).await
+        exec::respond(self.engine, call, self.settings, op).await
     }
 }
 

@@ -32,6 +32,13 @@ pub enum ProblemKind {
     LeaseLost,
     /// 500: a recorded response could not be read back.
     ReplayUnreadable,
+    /// 500: the handler panicked while it ran; its outcome is unknown, so the
+    /// key stays claimed until the lease ends.
+    HandlerFailed,
+    /// 500, replayed: the request was processed, but its response could not
+    /// be recorded (larger than the limit, or its body failed); retries get
+    /// this instead of a second execution.
+    ResponseNotRecorded,
 }
 
 impl ProblemKind {
@@ -47,6 +54,8 @@ impl ProblemKind {
             ProblemKind::StoreUnavailable => "store-unavailable",
             ProblemKind::LeaseLost => "lease-lost",
             ProblemKind::ReplayUnreadable => "replay-unreadable",
+            ProblemKind::HandlerFailed => "handler-failed",
+            ProblemKind::ResponseNotRecorded => "response-not-recorded",
         }
     }
 
@@ -60,7 +69,9 @@ impl ProblemKind {
             ProblemKind::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ProblemKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ProblemKind::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ProblemKind::ReplayUnreadable => StatusCode::INTERNAL_SERVER_ERROR,
+            ProblemKind::ReplayUnreadable
+            | ProblemKind::HandlerFailed
+            | ProblemKind::ResponseNotRecorded => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -76,6 +87,10 @@ impl ProblemKind {
             ProblemKind::StoreUnavailable => "Idempotency store is unavailable",
             ProblemKind::LeaseLost => "Request was processed but its response was not recorded",
             ProblemKind::ReplayUnreadable => "Recorded response could not be read",
+            ProblemKind::HandlerFailed => "Request failed while it was processed",
+            ProblemKind::ResponseNotRecorded => {
+                "Request was processed but its response could not be recorded"
+            }
         }
     }
 
@@ -120,17 +135,22 @@ impl Problem {
     pub fn detail(&self) -> &str {
         &self.detail
     }
-}
 
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        let body = serde_json::json!({
+    /// The `application/problem+json` body.
+    pub fn body(&self) -> String {
+        serde_json::json!({
             "type": self.kind.type_uri(),
             "title": self.kind.title(),
             "status": self.kind.status().as_u16(),
             "detail": self.detail,
-        });
-        let mut response = Response::new(Body::from(body.to_string()));
+        })
+        .to_string()
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut response = Response::new(Body::from(self.body()));
         *response.status_mut() = self.kind.status();
         let headers = response.headers_mut();
         headers.insert(

@@ -64,7 +64,8 @@ async fn handle<S>(
     req: Request<Body>,
 ) -> Response
 where
-    S: Service<Request<Body>, Response = Response, Error = Infallible>,
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
 {
     if !config.methods.contains(req.method()) {
         return pass(inner.call(req).await);
@@ -124,7 +125,7 @@ where
         None => fp.bytes("body", &bytes),
     };
     let call = Call::new(scope, key, fp.finish());
-    exec::respond(&engine, &call, &config.settings, |_claim| async move {
+    exec::respond(engine, call, config.settings, move |_claim| async move {
         pass(
             inner
                 .call(Request::from_parts(parts, Body::from(bytes)))

@@ -15,7 +15,22 @@ use tokio::time::Instant;
 use crate::error::{CodecError, Error};
 use crate::fingerprint::Fingerprint;
 use crate::key::{IdempotencyKey, RecordId, Scope};
+use crate::pending_begin::PendingBegin;
+use crate::settle::{settle_later, Settle, FIRST_PAUSE};
 use crate::store::{Begin, FencingToken, Lease, Outcome, Store, StoreError};
+
+/// The default lease: how long a claim lives without renewal.
+///
+/// It bounds how long a holder that crashed (or stalled, or whose caller
+/// dropped the operation mid-way) keeps its key from every retry: 10 seconds.
+/// A running operation never feels it, since the engine renews the lease every
+/// third of it while the operation runs, so a slow operation keeps its claim
+/// as long as the store answers one renewal in each 10-second window. A
+/// shorter lease frees keys sooner but loses the claim of a live holder when
+/// the store stays unreachable for longer than the lease (the holder's result
+/// is then not recorded, and a retry after the takeover runs it again; pass
+/// the fencing token downstream to refuse the late holder).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
 /// What to do when a duplicate arrives while the first request still runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,7 +60,7 @@ impl Default for Policy {
     fn default() -> Self {
         Self {
             ttl: Duration::from_secs(24 * 60 * 60),
-            lease: Duration::from_secs(60),
+            lease: DEFAULT_LEASE,
             on_in_flight: OnInFlight::Reject,
         }
     }
@@ -61,8 +76,10 @@ impl Policy {
         self
     }
 
-    /// How long a claim lives without renewal (default 60s, at least 1ms). While
-    /// the operation runs, the engine renews it every third of this.
+    /// How long a claim lives without renewal (default [`DEFAULT_LEASE`], 10s;
+    /// at least 1ms). While the operation runs, the engine renews it every
+    /// third of this. It is also how long a key stays claimed after its holder
+    /// crashed or its operation was dropped mid-way: see [`Engine::run`].
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(MIN_DURATION);
@@ -310,8 +327,14 @@ pub enum Completion<T> {
         /// What every retry gets.
         outcome: Outcome,
     },
-    /// Record nothing and give the claim up, so a retry runs again.
+    /// Record nothing and give the claim up, so a retry runs again. Only for
+    /// an operation known to have taken no effect (see
+    /// [When a claim is given up](Engine#when-a-claim-is-given-up)).
     Release(T),
+    /// Record nothing and keep the claim until its lease ends: the operation
+    /// may have taken effect, but it has no outcome to record. Retries are
+    /// told it is in flight until then.
+    Keep(T),
 }
 
 /// The result of [`Engine::execute`].
@@ -327,6 +350,35 @@ pub enum Execution<T> {
 /// replays them to retries.
 ///
 /// Cheap to clone: it holds an `Arc` of the store and a copy of the policy.
+///
+/// # When a claim is given up
+///
+/// A claim is released, so that a retry runs the operation again, only when
+/// the operation's effects are known not to have happened:
+///
+/// - the operation never started: its caller went away while the claim was
+///   being taken (the claim is released as soon as the store's answer
+///   arrives, in the background);
+/// - the operation returned a transient failure ([`Failure::is_final`] is
+///   `false`), its own statement that nothing took effect; a low-level
+///   operation returned [`Completion::Release`] (an HTTP handler's 5xx answer,
+///   say; a database transaction that rolled back);
+///
+/// Anything else is an **unknown outcome** and keeps the claim until its
+/// lease ends ([`DEFAULT_LEASE`], 10 seconds, unless the policy says
+/// otherwise): the future dropped while the operation runs (a timeout, a
+/// `select!`, a client that disconnected), a panic in the operation, or a
+/// result that cannot be encoded for the record ([`Completion::Keep`]). A
+/// retry meanwhile gets [`Error::InFlight`]; after the lease a retry runs the
+/// operation again, so an operation with effects elsewhere should pass the
+/// claim's [fencing token](Claim::fencing_token) downstream. A release or a
+/// completion that the store refuses for a while is retried in the
+/// background while the lease lasts.
+///
+/// To make a caller that goes away harmless, drive the operation on a task
+/// of its own and let the caller only await it (the HTTP adapter,
+/// `idem-axum`, does so for every handler): the operation then finishes and
+/// is recorded whether or not anyone still listens.
 ///
 /// ```
 /// use idem_core::{Call, Engine, Fingerprint, IdempotencyKey, MemoryStore, Ran, Scope};
@@ -439,10 +491,13 @@ impl Engine {
     ///   way and comes back as [`Error::Failed`].
     /// - `Err(e)` that is not final releases the claim: this call gets
     ///   `Error::Failed(Ran::Executed(e))` and a retry runs `op` again.
-    /// - If the returned future is dropped (cancelled) or `op` panics before
-    ///   `op` returns, the claim is released at once. If it is dropped after
-    ///   `op` returned, while the result is being recorded, the recording goes
-    ///   on in the background as below.
+    /// - If the returned future is dropped while the claim is being taken,
+    ///   `op` does not run and the claim is released as soon as it lands.
+    /// - If it is dropped, or `op` panics, while `op` runs, the outcome is
+    ///   unknown: the claim is kept until its lease ends (see
+    ///   [When a claim is given up](Engine#when-a-claim-is-given-up)). If it
+    ///   is dropped after `op` returned, while the result is being recorded,
+    ///   the recording goes on in the background as below.
     /// - If the store cannot record the result (it is down), this call still
     ///   gets its result (the effect happened), and the engine keeps trying
     ///   to record it in the background while the lease lasts; retries in
@@ -470,7 +525,9 @@ impl Engine {
                         value: Ok(result),
                         outcome,
                     },
-                    Err(codec) => Completion::Release(Err(codec)),
+                    // The operation ran; without a record a retry would run
+                    // it again at once.
+                    Err(codec) => Completion::Keep(Err(codec)),
                 }
             })
             .await
@@ -574,29 +631,52 @@ impl Engine {
                         // this result instead of running the operation again.
                         tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "completing_in_background", "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
                         if let Some(outcome) = guard.take_outcome() {
-                            complete_later(
+                            settle_later(
                                 Arc::clone(&self.store),
                                 call.id,
                                 lease,
-                                outcome,
-                                ttl,
+                                Settle::Complete { outcome, ttl },
                                 call.scope.clone(),
-                                LATE_COMPLETION_FIRST_PAUSE,
+                                FIRST_PAUSE,
                             );
                         }
                         Ok(Execution::Executed(value))
                     }
                 }
             }
+            Completion::Keep(value) => {
+                guard.state = GuardState::Done;
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "kept", "the operation has no outcome to record; its claim is kept until the lease ends");
+                Ok(Execution::Executed(value))
+            }
             Completion::Release(value) => {
                 guard.state = GuardState::Done;
-                match self.store.release(&call.id, &lease).await {
-                    Ok(()) => decision(call, "released"),
-                    Err(e) => {
-                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "release_failed", "the claim could not be released; it ends with its lease");
-                    }
-                }
+                self.release(call, lease).await;
                 Ok(Execution::Executed(value))
+            }
+        }
+    }
+
+    /// Gives up a claim under which nothing took effect; a store that does
+    /// not answer now gets more tries in the background.
+    async fn release(&self, call: &Call, lease: Lease) {
+        match self.store.release(&call.id, &lease).await {
+            Ok(()) => decision(call, "released"),
+            Err(e) if e.is_transient() => {
+                // Nothing took effect: a retry should run soon,
+                // not after the whole lease.
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "releasing_in_background", "the claim could not be released yet; retrying in the background while the lease lasts");
+                settle_later(
+                    Arc::clone(&self.store),
+                    call.id,
+                    lease,
+                    Settle::Release,
+                    call.scope.clone(),
+                    FIRST_PAUSE,
+                );
+            }
+            Err(e) => {
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "release_failed", "the claim could not be released; it ends with its lease");
             }
         }
     }
@@ -610,7 +690,9 @@ impl Engine {
         let started = Instant::now();
         let mut backoff = Duration::from_millis(5);
         loop {
-            let begin = self.store.begin(&call.id, &call.fingerprint, lease).await;
+            let begin =
+                PendingBegin::send(&self.store, call.id, &call.scope, call.fingerprint, lease)
+                    .await;
             match begin {
                 Ok(Begin::Acquired(lease)) => {
                     tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "acquired");
@@ -699,7 +781,11 @@ async fn renew_loop(
                 return;
             }
             Err(e) => {
+                // Try again well before the lease runs out: the next regular
+                // renewal could come too late after a store blip.
                 tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, decision = "renew_failed", "lease renewal failed; trying again");
+                tokio::time::sleep((every / 4).max(MIN_DURATION)).await;
+                continue;
             }
         }
         tokio::time::sleep(every).await;
@@ -712,8 +798,9 @@ enum GuardState {
     Done,
 }
 
-/// Releases the claim (or finishes recording its outcome) if the operation's
-/// future is dropped or panics before the engine is done with the claim.
+/// Finishes recording the outcome if the operation's future is dropped while
+/// it is being recorded, and keeps the claim (until its lease ends) if it is
+/// dropped or panics while the operation runs.
 struct Guard<'a> {
     store: Arc<dyn Store>,
     id: RecordId,
@@ -749,90 +836,38 @@ impl Guard<'_> {
     }
 }
 
-/// How often a completion handed to the background is tried again, at most.
-const LATE_COMPLETION_MAX_PAUSE: Duration = Duration::from_secs(2);
-
-/// The first pause of a background completion after a failed attempt.
-const LATE_COMPLETION_FIRST_PAUSE: Duration = Duration::from_millis(100);
-
-/// Keeps trying to record `outcome` after the operation has answered (or its
-/// caller went away), until it is recorded, the lease is found lost, or the
-/// lease's length has passed (by then the store answers "lost" anyway, once
-/// it answers at all). The first attempt comes after `first_pause`.
-fn complete_later(
-    store: Arc<dyn Store>,
-    id: RecordId,
-    lease: Lease,
-    outcome: Outcome,
-    ttl: Duration,
-    scope: Scope,
-    first_pause: Duration,
-) {
-    let Ok(handle) = tokio::runtime::Handle::try_current() else {
-        tracing::error!(target: "idem", scope = %scope, record = %id, decision = "not_recorded", "no tokio runtime to record the result in the background; the claim ends with its lease");
-        return;
-    };
-    handle.spawn(async move {
-        let give_up = Instant::now() + lease.duration;
-        let mut pause = first_pause;
-        loop {
-            if !pause.is_zero() {
-                tokio::time::sleep(pause).await;
-            }
-            match store.complete(&id, &lease, &outcome, ttl).await {
-                Ok(()) => {
-                    tracing::info!(target: "idem", scope = %scope, record = %id, decision = "completed_late", "the result was recorded in the background");
-                    return;
-                }
-                Err(e) if e.is_transient() && Instant::now() < give_up => {
-                    pause = (pause * 2).clamp(LATE_COMPLETION_FIRST_PAUSE, LATE_COMPLETION_MAX_PAUSE);
-                }
-                Err(e) => {
-                    tracing::error!(target: "idem", scope = %scope, record = %id, error = %e, decision = "not_recorded", "the operation ran but its result could not be recorded before its lease ended; a retry after that runs it again");
-                    return;
-                }
-            }
-        }
-    });
-}
-
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
         if let Some(renewal) = self.renewal.take() {
             renewal.abort();
         }
         match std::mem::replace(&mut self.state, GuardState::Done) {
-            GuardState::Done => return,
+            GuardState::Done => {}
             // The operation ran and its caller went away while its result
             // was being recorded: keep trying in the background while the
             // lease lasts, as after an outage at completion, so that a
             // retry replays the result instead of running it again.
             GuardState::Completing(outcome) => {
                 tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, decision = "completing_after_cancellation");
-                complete_later(
+                settle_later(
                     Arc::clone(&self.store),
                     self.id,
                     self.lease,
-                    outcome,
-                    self.ttl,
+                    Settle::Complete {
+                        outcome,
+                        ttl: self.ttl,
+                    },
                     self.scope.clone(),
                     Duration::ZERO,
                 );
-                return;
             }
-            GuardState::Running => {}
+            // Dropped or panicked while the operation ran: whatever it did
+            // may have taken effect, so the claim is not released. It ends
+            // with its lease (no renewal keeps it any longer), and a retry
+            // meanwhile is told the operation is in flight.
+            GuardState::Running => {
+                tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, token = self.lease.token.0, decision = "outcome_unknown", "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
+            }
         }
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, "claim abandoned outside a tokio runtime; it ends with its lease");
-            return;
-        };
-        let store = Arc::clone(&self.store);
-        let (id, lease, scope) = (self.id, self.lease, self.scope.clone());
-        handle.spawn(async move {
-            match store.release(&id, &lease).await {
-                Ok(()) => tracing::debug!(target: "idem", scope = %scope, record = %id, decision = "released after cancellation or panic"),
-                Err(e) => tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, "claim abandoned: its release after cancellation or panic failed; it ends with its lease"),
-            }
-        });
     }
 }

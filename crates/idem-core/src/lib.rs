@@ -66,13 +66,15 @@ mod fingerprint;
 mod key;
 pub mod machine;
 pub mod memory;
+mod pending_begin;
+mod settle;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use engine::{
     encode_result, Call, Claim, Completion, Engine, Execution, Failure, Never, OnInFlight, Policy,
-    Ran,
+    Ran, DEFAULT_LEASE,
 };
 pub use error::{CodecError, Error};
 pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};

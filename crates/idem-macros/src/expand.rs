@@ -124,7 +124,7 @@ fn expand_axum(c: &Common, item: ItemFn) -> TokenStream {
             match __idem_call {
                 ::core::result::Result::Ok(__idem_call) => {
                     __idem_ctx
-                        .run_call(&__idem_call, move |#claim| async move {
+                        .run_call(__idem_call, move |#claim| async move {
                             let _ = &#claim;
                             let __idem_result: #ret = async move #block.await;
                             #private::IntoResponse::into_response(__idem_result)

@@ -1,0 +1,85 @@
+//! A claim on its way: `begin` sent to the store, its answer not yet read.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::fingerprint::Fingerprint;
+use crate::key::{RecordId, Scope};
+use crate::settle::{settle_later, Settle};
+use crate::store::{Begin, Store, StoreError};
+
+type Answer = Pin<Box<dyn Future<Output = Result<Begin, StoreError>> + Send>>;
+
+/// A `begin` in flight. Awaiting it gives the store's answer. If it is
+/// dropped before that (its caller went away), the answer is still awaited
+/// in the background, and a claim it grants is released at once: nothing ran
+/// under it, so the key must not stay claimed for a whole lease.
+pub(crate) struct PendingBegin<'a> {
+    answer: Option<Answer>,
+    store: &'a Arc<dyn Store>,
+    id: RecordId,
+    scope: &'a Scope,
+}
+
+impl<'a> PendingBegin<'a> {
+    /// Sends `begin` for `id` through `store`.
+    pub(crate) fn send(
+        store: &'a Arc<dyn Store>,
+        id: RecordId,
+        scope: &'a Scope,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> Self {
+        let owned = Arc::clone(store);
+        let answer: Answer = Box::pin(async move { owned.begin(&id, &fingerprint, lease).await });
+        Self {
+            answer: Some(answer),
+            store,
+            id,
+            scope,
+        }
+    }
+}
+
+impl Future for PendingBegin<'_> {
+    type Output = Result<Begin, StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(answer) = self.answer.as_mut() else {
+            return Poll::Ready(Err(StoreError::corrupt("begin polled after its answer")));
+        };
+        let ready = answer.as_mut().poll(cx);
+        if ready.is_ready() {
+            self.answer = None;
+        }
+        ready
+    }
+}
+
+impl Drop for PendingBegin<'_> {
+    fn drop(&mut self) {
+        let Some(answer) = self.answer.take() else {
+            return;
+        };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, "a claim abandoned while being taken, outside a tokio runtime; if it landed, it ends with its lease");
+            return;
+        };
+        let (store, id, scope) = (Arc::clone(self.store), self.id, self.scope.clone());
+        handle.spawn(async move {
+            match answer.await {
+                Ok(Begin::Acquired(lease)) => {
+                    tracing::debug!(target: "idem", scope = %scope, record = %id, token = lease.token.0, decision = "releasing_unused_claim", "the caller went away while the claim was being taken; nothing ran under it, so it is released");
+                    settle_later(store, id, lease, Settle::Release, scope, Duration::ZERO);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(target: "idem", scope = %scope, record = %id, error = %e, "a begin whose caller went away failed; nothing was claimed, or the claim ends with its lease");
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,90 @@
+//! Settling a claim in the background: recording a result, or releasing a
+//! claim under which nothing ran, when the caller could not do it in time
+//! (the store was down, or the caller went away).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::key::{RecordId, Scope};
+use crate::store::{Lease, Outcome, Store};
+
+/// What is left to do with a claim.
+pub(crate) enum Settle {
+    /// The operation ran: record its outcome for `ttl`.
+    Complete {
+        /// What every retry gets.
+        outcome: Outcome,
+        /// How long the record is kept.
+        ttl: Duration,
+    },
+    /// Nothing ran under the claim (or the operation said so): give it up.
+    Release,
+}
+
+impl Settle {
+    fn what(&self) -> &'static str {
+        match self {
+            Settle::Complete { .. } => "complete",
+            Settle::Release => "release",
+        }
+    }
+}
+
+/// The longest pause between two background attempts.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// The first pause after a failed attempt.
+pub(crate) const FIRST_PAUSE: Duration = Duration::from_millis(100);
+
+/// Keeps trying to settle the claim `lease` on `id` in a task of its own,
+/// until it is settled, the lease is found lost, or the lease's length has
+/// passed (by then the store answers "lost" anyway, once it answers at all).
+/// The first attempt comes after `first_pause`.
+pub(crate) fn settle_later(
+    store: Arc<dyn Store>,
+    id: RecordId,
+    lease: Lease,
+    settle: Settle,
+    scope: Scope,
+    first_pause: Duration,
+) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        tracing::error!(target: "idem", scope = %scope, record = %id, action = settle.what(), decision = "not_settled", "no tokio runtime to settle the claim in the background; it ends with its lease");
+        return;
+    };
+    handle.spawn(async move {
+        let give_up = Instant::now() + lease.duration;
+        let mut pause = first_pause;
+        loop {
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+            let done = match &settle {
+                Settle::Complete { outcome, ttl } => store.complete(&id, &lease, outcome, *ttl).await,
+                Settle::Release => store.release(&id, &lease).await,
+            };
+            match done {
+                Ok(()) => {
+                    let decision = match settle {
+                        Settle::Complete { .. } => "completed_late",
+                        Settle::Release => "released_late",
+                    };
+                    tracing::info!(target: "idem", scope = %scope, record = %id, decision, "the claim was settled in the background");
+                    return;
+                }
+                Err(e) if e.is_transient() && Instant::now() < give_up => {
+                    pause = (pause * 2).clamp(FIRST_PAUSE, MAX_PAUSE);
+                }
+                Err(e) => {
+                    match settle {
+                        Settle::Complete { .. } => tracing::error!(target: "idem", scope = %scope, record = %id, error = %e, decision = "not_recorded", "the operation ran but its result could not be recorded before its lease ended; a retry after that runs it again"),
+                        Settle::Release => tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, decision = "not_released", "the claim could not be released; it ends with its lease"),
+                    }
+                    return;
+                }
+            }
+        }
+    });
+}

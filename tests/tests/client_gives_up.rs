@@ -1,0 +1,256 @@
+//! The client that gives up: it sends a debit, hangs up (RST or FIN) at some
+//! point of the request's life, and retries with the same key. On every
+//! store, with the ledger where production keeps it, no account is debited
+//! twice and every key reaches its final answer long before the lease ends.
+//!
+//! The ledger answers a few milliseconds after it moved the money (a payment
+//! provider whose reply is on its way back), so that hang-ups land before the
+//! claim is answered, while the provider is called, between the effect and
+//! its record, and while the record is written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use idem_core::{Claim, Engine, Store};
+use idem_examples::payments::{
+    router, Account, App, Ledger, LedgerError, MemoryLedger, PgLedger, RedisLedger, Respond,
+};
+use idem_tests::{pg_store, redis_url, serve, unique_prefix};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpStream;
+
+/// A ledger whose answer arrives `after` the money moved.
+struct SlowAnswer {
+    inner: Arc<dyn Ledger>,
+    after: Duration,
+}
+
+#[idem_core::async_trait]
+impl Ledger for SlowAnswer {
+    async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
+        self.inner.balance(account).await
+    }
+
+    async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
+        let done = self.inner.debit(account, amount).await;
+        tokio::time::sleep(self.after).await;
+        done
+    }
+
+    async fn debit_and_record(
+        &self,
+        account: &str,
+        amount: u64,
+        claim: &Claim,
+        respond: Respond<'_>,
+    ) -> Response {
+        // The ledger's own way (PostgreSQL commits the record with the
+        // debit; the others leave it to the engine after this returns).
+        let response = self
+            .inner
+            .debit_and_record(account, amount, claim, respond)
+            .await;
+        tokio::time::sleep(self.after).await;
+        response
+    }
+}
+
+/// How long the provider takes before moving the money, and after.
+const PROVIDER: Duration = Duration::from_millis(3);
+
+/// The lease the service runs with; every key must be final well before it.
+const LEASE: Duration = Duration::from_secs(10);
+
+/// How soon after the hang-up a retried key must have its final answer.
+const FINAL_WITHIN: Duration = Duration::from_secs(3);
+
+async fn start(store: impl Store, ledger: Arc<dyn Ledger>) -> String {
+    let engine = Engine::new(store).with_policy(idem_core::Policy::default().lease(LEASE));
+    let url = serve(router(App {
+        engine,
+        ledger: Arc::new(SlowAnswer {
+            inner: ledger,
+            after: PROVIDER,
+        }),
+        debit_delay: PROVIDER,
+    }))
+    .await;
+    url.trim_start_matches("http://").to_owned()
+}
+
+/// How the client hangs up.
+#[derive(Clone, Copy, Debug)]
+enum HangUp {
+    /// `RST`: the socket closed with a zero linger.
+    Reset,
+    /// `FIN`: the socket closed normally.
+    Close,
+}
+
+/// Sends the debit for `key` to `path` on a raw socket and hangs up `after`
+/// it was written.
+async fn send_and_hang_up(addr: &str, path: &str, key: &str, after: Duration, how: HangUp) {
+    let body = r#"{"amount":1}"#;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nidempotency-key: {key}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut socket = TcpStream::connect(addr).await.expect("connect");
+    socket
+        .write_all(request.as_bytes())
+        .await
+        .expect("write the request");
+    tokio::time::sleep(after).await;
+    if let HangUp::Reset = how {
+        socket.set_zero_linger().expect("SO_LINGER 0");
+    }
+    drop(socket);
+}
+
+/// Retries `key` until it gets a final answer; returns its status.
+async fn retry_until_final(c: &reqwest::Client, addr: &str, path: &str, key: &str) -> StatusCode {
+    let deadline = tokio::time::Instant::now() + FINAL_WITHIN;
+    loop {
+        let r = c
+            .post(format!("http://{addr}{path}"))
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(r#"{"amount":1}"#)
+            .send()
+            .await
+            .expect("retry");
+        let status = r.status();
+        if status != StatusCode::CONFLICT {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "key {key} still answers 409 {FINAL_WITHIN:?} after its client hung up \
+             (lease {LEASE:?}): nothing runs it, yet it is claimed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `tries` clients, each hanging up at another point (0 to 12 ms after the
+/// request was written, RST and FIN alternately) and then retrying until
+/// their key is final: every key ends in 201, in time.
+async fn hang_up_and_retry(addr: &str, path: &str, tries: usize) {
+    let c = reqwest::Client::new();
+    let gate = Arc::new(tokio::sync::Semaphore::new(8));
+    let mut tasks = Vec::new();
+    for i in 0..tries {
+        let (addr, path, c, gate) = (
+            addr.to_owned(),
+            path.to_owned(),
+            c.clone(),
+            Arc::clone(&gate),
+        );
+        tasks.push(tokio::spawn(async move {
+            let _slot = gate.acquire_owned().await.expect("semaphore");
+            let key = format!("gives-up-{i}");
+            let after = Duration::from_micros(250 * (i % 49) as u64);
+            let how = if i % 2 == 0 {
+                HangUp::Reset
+            } else {
+                HangUp::Close
+            };
+            send_and_hang_up(&addr, &path, &key, after, how).await;
+            let status = retry_until_final(&c, &addr, &path, &key).await;
+            (key, status)
+        }));
+    }
+    for t in tasks {
+        let (key, status) = t.await.expect("client task");
+        assert_eq!(status, StatusCode::CREATED, "key {key} ends in a debit");
+    }
+}
+
+/// Hang-ups and retries on the payments service: the account is debited
+/// exactly once per key.
+async fn hang_ups_never_debit_twice(addr: String, tries: usize) {
+    let account = format!("acct{tries}");
+    hang_up_and_retry(&addr, &format!("/accounts/{account}/debits"), tries).await;
+    let c = reqwest::Client::new();
+    let a: Account = c
+        .get(format!("http://{addr}/accounts/{account}"))
+        .send()
+        .await
+        .expect("balance")
+        .json()
+        .await
+        .expect("account json");
+    let debits = 10_000 - a.balance;
+    assert_eq!(
+        debits, tries as u64,
+        "{tries} keys, each retried after its client hung up, must debit {tries} times, not {debits}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_hang_up_and_retry_are_debited_once_on_memory() {
+    let addr = start(
+        idem_core::MemoryStore::new(),
+        Arc::new(MemoryLedger::default()),
+    )
+    .await;
+    hang_ups_never_debit_twice(addr, 300).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_hang_up_and_retry_are_debited_once_on_redis() {
+    let prefix = unique_prefix("gives-up");
+    let store = idem_redis::RedisStore::connect(&redis_url())
+        .await
+        .expect("redis")
+        .with_prefix(&format!("{prefix}idem:"));
+    let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
+        .await
+        .expect("redis ledger");
+    let addr = start(store, Arc::new(ledger)).await;
+    hang_ups_never_debit_twice(addr, 300).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_hang_up_and_retry_are_debited_once_on_postgres() {
+    let store = pg_store().await;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger migration");
+    let addr = start(store, Arc::new(ledger)).await;
+    hang_ups_never_debit_twice(addr, 300).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_hang_up_and_retry_are_charged_once_behind_the_layer() {
+    // A router made idempotent by the layer, around a handler that charges
+    // (after a provider delay) and answers a few milliseconds later.
+    let charges = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = Arc::clone(&charges);
+    let handler = move || {
+        let counted = Arc::clone(&counted);
+        async move {
+            tokio::time::sleep(PROVIDER).await;
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(PROVIDER).await;
+            (StatusCode::CREATED, "charged")
+        }
+    };
+    let engine = Engine::new(idem_core::MemoryStore::new())
+        .with_policy(idem_core::Policy::default().lease(LEASE));
+    let url = serve(
+        axum::Router::new()
+            .route("/charges", axum::routing::post(handler))
+            .layer(idem_axum::IdempotencyLayer::new(engine)),
+    )
+    .await;
+    let tries = 200;
+    hang_up_and_retry(url.trim_start_matches("http://"), "/charges", tries).await;
+    assert_eq!(
+        charges.load(std::sync::atomic::Ordering::SeqCst),
+        tries as u64,
+        "one charge per key"
+    );
+}
