@@ -4,3 +4,7 @@
 
 #[path = "payments/app.rs"]
 pub mod payments;
+
+/// Serving a router with a header read timeout (used by the payments example).
+#[path = "payments/serve.rs"]
+pub mod serve;

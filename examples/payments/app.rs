@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::extract::{FromRef, Path, State};
+use axum::extract::{DefaultBodyLimit, FromRef, Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -22,6 +22,14 @@ use sqlx::AssertSqlSafe;
 
 /// The balance of a new account.
 pub const OPENING_BALANCE: u64 = 10_000;
+
+/// The largest amount a debit may ask for: balances are 64-bit signed
+/// integers in PostgreSQL.
+pub const MAX_AMOUNT: u64 = i64::MAX as u64;
+
+/// The largest request body the service reads (the README's 1 MiB); a larger
+/// one is refused with 413 before any handler runs.
+pub const MAX_BODY: usize = 1 << 20;
 
 /// Turns a debit's result into the HTTP answer.
 pub type Respond<'a> = &'a (dyn Fn(Result<u64, LedgerError>) -> Response + Send + Sync);
@@ -197,12 +205,19 @@ impl PgLedger {
         }
     }
 
-    /// Creates the accounts table if it does not exist.
+    /// Creates the accounts table if it does not exist. Safe when many
+    /// instances start at once: they take turns on a transaction-scoped
+    /// advisory lock (`CREATE TABLE IF NOT EXISTS` alone races on the
+    /// catalog and fails one of two concurrent creators).
     pub async fn migrate(&self) -> Result<(), sqlx::Error> {
+        let mut tx = self.store.pool().begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(7300861234500002)")
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.create)))
-            .execute(self.store.pool())
-            .await
-            .map(|_| ())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
     }
 
     async fn debit_in(
@@ -212,8 +227,10 @@ impl PgLedger {
         amount: u64,
     ) -> Result<u64, LedgerError> {
         let db = |e: sqlx::Error| LedgerError::Unavailable(format!("postgres: {e}"));
-        let amount = i64::try_from(amount)
-            .map_err(|_| LedgerError::InsufficientFunds { balance: 0, amount })?;
+        // `apply_debit` refuses amounts over `MAX_AMOUNT` before this.
+        let amount = i64::try_from(amount).map_err(|_| {
+            LedgerError::Unavailable(format!("amount {amount} is over the ledger's range"))
+        })?;
         sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.open)))
             .bind(account)
             .bind(i64::try_from(OPENING_BALANCE).unwrap_or(i64::MAX))
@@ -335,7 +352,7 @@ pub struct Debit {
 /// The receipt of a debit.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
-    /// Unique per debit (from the claim's fencing token).
+    /// Unique per debit: the record's address and the claim's fencing token.
     pub debit_id: String,
     /// The account debited.
     pub account: String,
@@ -354,12 +371,15 @@ pub struct Account {
     pub balance: u64,
 }
 
-/// The routes.
+/// The routes. Every error they answer, the extractors' and the router's
+/// included, is `application/problem+json` with its own `type`.
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/accounts/{id}", get(account))
         .route("/accounts/{id}/debits", post(debit))
         .with_state(app)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::map_response(idem_axum::problem_json))
 }
 
 /// The same routes with the same debit handler body but without idempotency:
@@ -369,6 +389,8 @@ pub fn router_without_idem(app: App) -> Router {
         .route("/accounts/{id}", get(account))
         .route("/accounts/{id}/debits", post(debit_without_idem))
         .with_state(app)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::map_response(idem_axum::problem_json))
 }
 
 fn problem(status: StatusCode, slug: &str, title: &str, detail: &str) -> Response {
@@ -430,9 +452,14 @@ async fn debit(
     if let Some(r) = invalid_account(&account) {
         return r;
     }
-    // The claim's fencing token is unique per debit; the PostgreSQL ledger
-    // also completes the record with it inside the debit's transaction.
-    let debit_id = format!("dbt_{}", claim.fencing_token());
+    // A fencing token is unique only within its record; with the record's
+    // address it names this debit and no other. The PostgreSQL ledger also
+    // completes the record with the claim inside the debit's transaction.
+    let debit_id = format!(
+        "dbt_{}_{}",
+        &claim.record_id().to_hex()[..16],
+        claim.fencing_token()
+    );
     apply_debit(&app, account, &req, debit_id, Some(&claim)).await
 }
 
@@ -459,12 +486,12 @@ pub async fn apply_debit(
     debit_id: String,
     claim: Option<&Claim>,
 ) -> Response {
-    if req.amount == 0 {
+    if req.amount == 0 || req.amount > MAX_AMOUNT {
         return problem(
             StatusCode::BAD_REQUEST,
             "bad-amount",
-            "Amount must be positive",
-            "send an amount of at least 1",
+            "Amount is out of range",
+            &format!("send an amount from 1 to {MAX_AMOUNT}"),
         );
     }
     // The payment provider: slow on purpose when DEBIT_DELAY_MS is set.
@@ -476,10 +503,6 @@ pub async fn apply_debit(
     let respond = move |result: Result<u64, LedgerError>| match result {
         Ok(balance) => (
             StatusCode::CREATED,
-            [(
-                header::LOCATION,
-                format!("/accounts/{id}/debits/{debit_id}"),
-            )],
             Json(Receipt {
                 debit_id: debit_id.clone(),
                 account: id.clone(),

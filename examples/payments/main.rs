@@ -14,20 +14,24 @@
 //!   default `payments`), each debit committed with its record;
 //! - neither: both in memory;
 //! - `DEBIT_DELAY_MS`: a slow payment provider inside each debit (default 0);
-//! - `LEASE_MS`: how long a claim lives without renewal (default 60000).
+//! - `LEASE_MS`: how long a claim lives without renewal (default 10000): how
+//!   long a key stays blocked after its holder crashed;
+//! - `HEADER_TIMEOUT_MS`: how long a client has to send its request headers
+//!   before the connection is closed (default 10000).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{Engine, MemoryStore, Policy};
+use idem_core::{Engine, MemoryStore, Policy, DEFAULT_LEASE};
 use idem_examples::payments::{router, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
+use idem_examples::serve::{serve, HEADER_READ_TIMEOUT};
 use idem_postgres::PgStore;
 use idem_redis::RedisStore;
 
-fn millis(var: &str, default: u64) -> Result<Duration, String> {
+fn millis(var: &str, default: Duration) -> Result<Duration, String> {
     match std::env::var(var) {
-        Err(_) => Ok(Duration::from_millis(default)),
+        Err(_) => Ok(default),
         Ok(v) => v
             .parse::<u64>()
             .map(Duration::from_millis)
@@ -93,8 +97,9 @@ async fn main() -> ExitCode {
 
 async fn run() -> Result<(), String> {
     let addr = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
-    let debit_delay = millis("DEBIT_DELAY_MS", 0)?;
-    let lease = millis("LEASE_MS", 60_000)?;
+    let debit_delay = millis("DEBIT_DELAY_MS", Duration::ZERO)?;
+    let lease = millis("LEASE_MS", DEFAULT_LEASE)?;
+    let header_timeout = millis("HEADER_TIMEOUT_MS", HEADER_READ_TIMEOUT)?;
     let (store_name, (engine, ledger)) =
         match (std::env::var("REDIS_URL"), std::env::var("DATABASE_URL")) {
             (Ok(_), Ok(_)) => return Err("set REDIS_URL or DATABASE_URL, not both".into()),
@@ -116,8 +121,7 @@ async fn run() -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    println!("payments: listening on http://{addr} (store: {store_name}, debit delay: {debit_delay:?}, lease: {lease:?})");
-    axum::serve(listener, router(app))
-        .await
-        .map_err(|e| format!("server failed: {e}"))
+    println!("payments: listening on http://{addr} (store: {store_name}, debit delay: {debit_delay:?}, lease: {lease:?}, header timeout: {header_timeout:?})");
+    serve(listener, router(app), header_timeout).await;
+    Ok(())
 }

@@ -47,21 +47,25 @@ impl Drop for Instance {
     }
 }
 
-async fn start(schema: &str, delay_ms: u64, lease_ms: u64) -> Instance {
+/// Starts the example on PostgreSQL; `lease_ms` `None` keeps its default.
+async fn start(schema: &str, delay_ms: u64, lease_ms: Option<u64>) -> Instance {
     let port = free_port();
+    let mut command = Command::new(payments_binary());
+    command
+        .env("DATABASE_URL", database_url())
+        .env("PG_SCHEMA", schema)
+        .env("ADDR", format!("127.0.0.1:{port}"))
+        .env("DEBIT_DELAY_MS", delay_ms.to_string())
+        .env("RUST_LOG", "warn")
+        .env_remove("REDIS_URL")
+        .env_remove("LEASE_MS")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(lease_ms) = lease_ms {
+        command.env("LEASE_MS", lease_ms.to_string());
+    }
     let instance = Instance {
-        child: Command::new(payments_binary())
-            .env("DATABASE_URL", database_url())
-            .env("PG_SCHEMA", schema)
-            .env("ADDR", format!("127.0.0.1:{port}"))
-            .env("DEBIT_DELAY_MS", delay_ms.to_string())
-            .env("LEASE_MS", lease_ms.to_string())
-            .env("RUST_LOG", "warn")
-            .env_remove("REDIS_URL")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start payments"),
+        child: command.spawn().expect("start payments"),
         url: format!("http://127.0.0.1:{port}"),
     };
     let client = reqwest::Client::new();
@@ -107,8 +111,8 @@ async fn killed_mid_debit_then_retried_elsewhere_debits_once() {
     let schema = unique_schema();
     let lease_ms = 1500;
     // Instance 1 spends 3s in the payment provider; instance 2 none.
-    let mut first = start(&schema, 3000, lease_ms).await;
-    let second = start(&schema, 0, lease_ms).await;
+    let mut first = start(&schema, 3000, Some(lease_ms)).await;
+    let second = start(&schema, 0, Some(lease_ms)).await;
     let client = reqwest::Client::new();
 
     let in_flight = {
@@ -144,4 +148,40 @@ async fn killed_mid_debit_then_retried_elsewhere_debits_once() {
         9_000,
         "exactly one debit"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_holder_blocks_its_key_for_at_most_the_default_lease() {
+    // With the example's defaults: how long after a SIGKILL mid-debit does a
+    // client retrying every 100 ms on another instance get its debit?
+    let schema = unique_schema();
+    let mut first = start(&schema, 30_000, None).await;
+    let second = start(&schema, 0, None).await;
+    let client = reqwest::Client::new();
+    let in_flight = {
+        let (client, url) = (client.clone(), first.url.clone());
+        tokio::spawn(async move { debit(&client, &url).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    first.child.kill().expect("SIGKILL");
+    first.child.wait().expect("reaped");
+    let killed = tokio::time::Instant::now();
+    let _ = in_flight.await;
+    let lease = idem_core::DEFAULT_LEASE;
+    let ran = loop {
+        let r = debit(&client, &second.url).await.expect("retry");
+        if r.status() != StatusCode::CONFLICT {
+            assert_eq!(r.status(), StatusCode::CREATED);
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < lease + Duration::from_secs(2),
+            "the key is still blocked {:?} after its holder died (lease {lease:?})",
+            killed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!("a retry ran {ran:?} after the holder was SIGKILLed (default lease {lease:?})");
+    assert!(ran > lease / 2, "the dead holder's claim lived on: {ran:?}");
+    assert_eq!(balance(&client, &second.url).await, 9_000, "exactly one debit");
 }

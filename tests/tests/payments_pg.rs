@@ -104,3 +104,43 @@ async fn client_gone_mid_transaction_leaves_nothing_open_and_debits_once() {
         "no transaction left open"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_instances_starting_at_once_all_come_up() {
+    let store = pg_store().await;
+    let starts = (0..4).map(|_| {
+        let ledger = PgLedger::new(store.clone());
+        let store = store.clone();
+        async move {
+            store.migrate().await.map_err(|e| e.to_string())?;
+            ledger.migrate().await.map_err(|e| e.to_string())
+        }
+    });
+    for started in futures_util::future::join_all(starts).await {
+        started.expect("every instance's migration succeeds");
+    }
+}
+
+#[tokio::test]
+async fn an_amount_beyond_the_ledger_is_refused_not_recorded_as_a_wrong_answer() {
+    let store = pg_store().await;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger table");
+    let url = serve(router(App {
+        engine: Engine::new(store),
+        ledger: Arc::new(ledger),
+        debit_delay: Duration::ZERO,
+    }))
+    .await;
+    let r = reqwest::Client::new()
+        .post(format!("{url}/accounts/lee/debits"))
+        .header("idempotency-key", "huge")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(r#"{"amount":9223372036854775808}"#)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let problem: serde_json::Value = r.json().await.expect("problem");
+    assert_eq!(problem["type"], "urn:payments:problem:bad-amount");
+}

@@ -45,8 +45,11 @@ use crate::problem::Problem;
 ///     Path(account): Path<String>,
 ///     Json(req): Json<Debit>,
 /// ) -> axum::response::Response {
-///     idem.run(account.as_str(), &req, |_claim| async move {
-///         (StatusCode::CREATED, format!("debited {}", req.amount))
+///     // The operation runs on a task of its own (a client that hangs up
+///     // cannot cancel it), so it owns what it uses.
+///     let amount = req.amount;
+///     idem.run(account.as_str(), &req, move |_claim| async move {
+///         (StatusCode::CREATED, format!("debited {amount}"))
 ///     })
 ///     .await
 /// }

@@ -54,11 +54,15 @@
 //! | request body over the limit (default 1 MiB) | 413, `urn:idem:problem:request-too-large`; nothing runs |
 //! | idempotency store unreachable | 503, `urn:idem:problem:store-unavailable`, `Retry-After`; the handler does not run |
 //! | handler answers 5xx | not recorded (the claim is released, a retry runs again); [`RecordPolicy::All`] records it |
-//! | response body over the limit (default 1 MiB) | served, not recorded; the claim is released |
+//! | response body over the limit (default 1 MiB) | served; retries get 500 `urn:idem:problem:response-not-recorded` (it ran: it does not run again) |
+//! | the client hangs up (or a timeout layer gives up) while the handler runs | nothing is cancelled: the handler runs to its end on its own task and its response is recorded; the retry gets the replay, or 409 while it still runs |
+//! | the handler panics | 500, `urn:idem:problem:handler-failed`; its outcome is unknown, so the key answers 409 until the claim's lease ends (10 s by default), then runs again |
 //! | the handler outlived its claim, which was taken over | 409, `urn:idem:problem:lease-lost`, `Retry-After` |
 //!
 //! Every problem is `application/problem+json` (RFC 9457) with `type`,
-//! `title`, `status` and a `detail` that says what to do. Records are kept for
+//! `title`, `status` and a `detail` that says what to do. [`problem_json`]
+//! does the same for the errors that axum's extractors and router answer
+//! (malformed or oversized bodies, wrong content type, 404, 405). Records are kept for
 //! the engine's TTL (24 hours by default): a key may be reused for a new
 //! request only after that.
 //!
@@ -71,6 +75,7 @@ mod exec;
 mod extract;
 mod layer;
 mod problem;
+mod problem_json;
 mod record;
 mod service;
 
@@ -78,6 +83,7 @@ pub use exec::{RecordPolicy, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use extract::Idempotent;
 pub use layer::IdempotencyLayer;
 pub use problem::{Problem, ProblemKind, PROBLEM_TYPE_PREFIX};
+pub use problem_json::problem_json;
 pub use record::encode as encode_response;
 pub use service::IdempotencyService;
 

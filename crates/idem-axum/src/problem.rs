@@ -39,6 +39,17 @@ pub enum ProblemKind {
     /// be recorded (larger than the limit, or its body failed); retries get
     /// this instead of a second execution.
     ResponseNotRecorded,
+    /// 400: the request was malformed (a body that does not parse, a bad path
+    /// or query parameter); the detail says what.
+    BadRequest,
+    /// 404: no such route.
+    NotFound,
+    /// 405: the route does not take this method (see `Allow`).
+    MethodNotAllowed,
+    /// 415: the body's content type is not the one the route takes.
+    UnsupportedMediaType,
+    /// 422: the body parsed but does not have the expected shape or values.
+    BodyInvalid,
 }
 
 impl ProblemKind {
@@ -56,17 +67,26 @@ impl ProblemKind {
             ProblemKind::ReplayUnreadable => "replay-unreadable",
             ProblemKind::HandlerFailed => "handler-failed",
             ProblemKind::ResponseNotRecorded => "response-not-recorded",
+            ProblemKind::BadRequest => "bad-request",
+            ProblemKind::NotFound => "not-found",
+            ProblemKind::MethodNotAllowed => "method-not-allowed",
+            ProblemKind::UnsupportedMediaType => "unsupported-media-type",
+            ProblemKind::BodyInvalid => "body-invalid",
         }
     }
 
     /// The HTTP status.
     pub fn status(self) -> StatusCode {
         match self {
-            ProblemKind::KeyMissing | ProblemKind::KeyMalformed | ProblemKind::BodyUnreadable => {
-                StatusCode::BAD_REQUEST
-            }
+            ProblemKind::KeyMissing
+            | ProblemKind::KeyMalformed
+            | ProblemKind::BodyUnreadable
+            | ProblemKind::BadRequest => StatusCode::BAD_REQUEST,
+            ProblemKind::NotFound => StatusCode::NOT_FOUND,
+            ProblemKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ProblemKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ProblemKind::InFlight | ProblemKind::LeaseLost => StatusCode::CONFLICT,
-            ProblemKind::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            ProblemKind::KeyReused | ProblemKind::BodyInvalid => StatusCode::UNPROCESSABLE_ENTITY,
             ProblemKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ProblemKind::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::ReplayUnreadable
@@ -91,6 +111,11 @@ impl ProblemKind {
             ProblemKind::ResponseNotRecorded => {
                 "Request was processed but its response could not be recorded"
             }
+            ProblemKind::BadRequest => "Request is malformed",
+            ProblemKind::NotFound => "No such resource",
+            ProblemKind::MethodNotAllowed => "Method not allowed here",
+            ProblemKind::UnsupportedMediaType => "Content type is not supported here",
+            ProblemKind::BodyInvalid => "Request body is not valid for this endpoint",
         }
     }
 

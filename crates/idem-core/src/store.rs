@@ -57,6 +57,13 @@ impl From<Vec<u8>> for Outcome {
 /// A fencing token: issued with each claim, strictly greater than every token
 /// issued before it for the same record while the store's clock moves forward.
 ///
+/// What is unique and what is ordered: tokens are ordered, and so unique,
+/// **within one record** (one scope and key). They are **not** unique across
+/// records: the first claims of two records taken in the same microsecond of
+/// the store's clock get the same token. To name one claim among all records
+/// (a debit id, say), pair the token with the record's address
+/// ([`Claim::record_id`](crate::Claim::record_id)).
+///
 /// Pass it to downstream systems (a payment provider, a database row version)
 /// so that they can refuse writes from a holder whose claim was taken over.
 #[derive(
