@@ -53,7 +53,7 @@ end
 fn app() -> App {
     // Records are kept 24 hours: room for every request of the run.
     app_on(Engine::new(
-        MemoryStore::builder().capacity(20_000_000).build(),
+        MemoryStore::builder().max_bytes(16 << 30).build(),
     ))
 }
 

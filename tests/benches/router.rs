@@ -23,7 +23,7 @@ fn app() -> App {
     // Records live 2 seconds and are purged every second, so a long run
     // holds a steady number of them.
     let store = MemoryStore::builder()
-        .capacity(usize::MAX)
+        .max_bytes(usize::MAX)
         .purge_interval(Some(Duration::from_secs(1)))
         .build();
     App {

@@ -504,50 +504,6 @@ async fn same_key_in_two_scopes_is_two_operations() {
     );
 }
 
-#[tokio::test]
-async fn full_store_fails_closed_and_never_evicts_in_flight_records() {
-    let store = MemoryStore::builder().capacity(2).build();
-    let engine = Engine::new(store.clone());
-    let held = call("held", &serde_json::json!(0));
-    let lease = idem_tests::claim(&store, &held, Duration::from_secs(60)).await;
-    engine
-        .run(&call("done", &serde_json::json!(0)), |_| async {
-            Ok::<_, PayError>(0u8)
-        })
-        .await
-        .expect("fits");
-    let ran = Arc::new(AtomicUsize::new(0));
-    let r2 = Arc::clone(&ran);
-    let got = engine
-        .run(&call("third", &serde_json::json!(0)), |_| async move {
-            r2.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, PayError>(0u8)
-        })
-        .await;
-    match got {
-        Err(Error::Store(ref e)) => {
-            assert!(e.is_transient());
-            assert!(e.to_string().contains("maximum of 2"), "{e}");
-        }
-        ref other => panic!("a full store must refuse, got {other:?}"),
-    }
-    assert_eq!(
-        ran.load(Ordering::SeqCst),
-        0,
-        "the operation must not run when the store refuses"
-    );
-    // The in-flight record is intact: its holder still completes.
-    store
-        .complete(
-            held.record_id(),
-            &lease,
-            &idem_core::Outcome::new(b"x".to_vec()),
-            Duration::from_secs(60),
-        )
-        .await
-        .expect("the in-flight record was not evicted");
-}
-
 async fn wait_until_acquirable(store: &MemoryStore, c: &Call, within: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + within;
     while tokio::time::Instant::now() < deadline {

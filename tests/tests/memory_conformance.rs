@@ -2,12 +2,13 @@
 
 idem_core::store_conformance_tests!(|| async { idem_core::MemoryStore::new() });
 
-/// The same kit through a store with a tiny capacity and few shards, so that
-/// expiry on access and the purge-on-full path are exercised by every check.
+/// The same kit through a store with a small byte bound (just over the kit's
+/// largest outcome, 1 MiB) and few shards, so that expiry on access and the
+/// purge are exercised by every check, and the bound by the largest.
 mod small {
     idem_core::store_conformance_tests!(|| async {
         idem_core::MemoryStore::builder()
-            .capacity(256)
+            .max_bytes(2 << 20)
             .shards(2)
             .purge_interval(Some(std::time::Duration::from_millis(50)))
             .build()

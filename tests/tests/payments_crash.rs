@@ -183,5 +183,9 @@ async fn a_crashed_holder_blocks_its_key_for_at_most_the_default_lease() {
     };
     println!("a retry ran {ran:?} after the holder was SIGKILLed (default lease {lease:?})");
     assert!(ran > lease / 2, "the dead holder's claim lived on: {ran:?}");
-    assert_eq!(balance(&client, &second.url).await, 9_000, "exactly one debit");
+    assert_eq!(
+        balance(&client, &second.url).await,
+        9_000,
+        "exactly one debit"
+    );
 }

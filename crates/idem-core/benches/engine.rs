@@ -54,7 +54,7 @@ fn engine_vs_bare(c: &mut Criterion) {
     // run holds a steady number of records.
     let store = rt.block_on(async {
         MemoryStore::builder()
-            .capacity(usize::MAX)
+            .max_bytes(usize::MAX)
             .purge_interval(Some(Duration::from_secs(1)))
             .build()
     });

@@ -79,7 +79,7 @@ pub use engine::{
 pub use error::{CodecError, Error};
 pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
 pub use key::{IdempotencyKey, KeyError, RecordId, Scope, MAX_KEY_LEN};
-pub use memory::MemoryStore;
+pub use memory::{MemoryStore, WhenFull};
 pub use store::{Begin, FencingToken, Lease, Outcome, Store, StoreError, StoreErrorKind};
 
 /// The `async_trait` attribute used by [`Store`], re-exported so that store

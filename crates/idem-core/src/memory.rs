@@ -1,7 +1,5 @@
 //! The in-memory store: for one process, for tests, and as the embedded default.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -11,7 +9,7 @@ use async_trait::async_trait;
 
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordId;
-use crate::machine::{self, micros, Answer, Effect, Event, Record};
+use crate::machine::{micros, Answer, Event};
 use crate::store::{Begin, Lease, Outcome, Store, StoreError};
 
 /// A source of time for [`MemoryStore`], in microseconds since the Unix epoch.
@@ -60,15 +58,39 @@ impl<C: Clock> Clock for Arc<C> {
     }
 }
 
-type Shard = Mutex<HashMap<RecordId, Record>>;
+mod shard;
+
+use shard::Shard;
+
+/// What a [`MemoryStore`] at its byte bound does when a new record comes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Evict completed records, those closest to expiry first, until the
+    /// store is a little under its bound (the default). An in-flight claim is
+    /// never evicted; if nothing but claims is left, the new record is
+    /// refused. The trade-off: a retry that comes after its record was
+    /// evicted runs again. The records evicted first are the oldest, the
+    /// least likely to be retried; size the bound so that they are older
+    /// than any retry you expect.
+    #[default]
+    EvictOldest,
+    /// Refuse new records ([`Full`](crate::StoreErrorKind::Full), 503 over
+    /// HTTP) until records expire: no retry ever runs twice, and new work
+    /// waits.
+    Refuse,
+}
 
 struct Inner {
-    shards: Box<[Shard]>,
+    shards: Box<[Mutex<Shard>]>,
     len: AtomicUsize,
+    bytes: AtomicUsize,
+    evictions: AtomicU64,
     /// When a full store last scanned for expired records (clock micros), so
     /// that a store kept full does not rescan on every refused request.
     last_full_purge: AtomicU64,
-    capacity: usize,
+    max_bytes: usize,
+    when_full: WhenFull,
     clock: Box<dyn Clock>,
 }
 
@@ -78,11 +100,14 @@ struct Inner {
 ///   unrelated keys do not contend.
 /// - **Expiring**: a record that is no longer live is dropped when it is next
 ///   touched, and by a periodic purge ([`MemoryStoreBuilder::purge_interval`]).
-/// - **Bounded**: at [`capacity`](MemoryStoreBuilder::capacity) live records,
-///   new claims fail with a [`Full`](crate::StoreErrorKind::Full) error. No live
-///   record is ever evicted to make room: evicting a completed record would let
-///   its retry run twice, and evicting an in-flight one would let a duplicate run
-///   beside it.
+/// - **Bounded in bytes** ([`max_bytes`](MemoryStoreBuilder::max_bytes),
+///   default 256 MiB), counting each record's outcome (a recorded response)
+///   and an estimate of its overhead. At the bound it evicts completed
+///   records closest to expiry, never an in-flight claim, counting
+///   ([`evictions`](MemoryStore::evictions)) and logging what it evicts; or,
+///   with [`WhenFull::Refuse`], refuses new records until some expire. A
+///   completion is never refused: it may take the store over its bound
+///   until the next eviction.
 ///
 /// Records do not survive a restart and are not shared between processes; use
 /// `idem-redis` or `idem-postgres` for that.
@@ -103,14 +128,18 @@ impl fmt::Debug for MemoryStore {
         f.debug_struct("MemoryStore")
             .field("shards", &self.inner.shards.len())
             .field("len", &self.len())
-            .field("capacity", &self.inner.capacity)
+            .field("bytes", &self.bytes())
+            .field("max_bytes", &self.inner.max_bytes)
+            .field("when_full", &self.inner.when_full)
+            .field("evictions", &self.evictions())
             .finish()
     }
 }
 
 /// Configures a [`MemoryStore`].
 pub struct MemoryStoreBuilder {
-    capacity: usize,
+    max_bytes: usize,
+    when_full: WhenFull,
     shards: usize,
     purge_interval: Option<Duration>,
     clock: Box<dyn Clock>,
@@ -119,7 +148,8 @@ pub struct MemoryStoreBuilder {
 impl fmt::Debug for MemoryStoreBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStoreBuilder")
-            .field("capacity", &self.capacity)
+            .field("max_bytes", &self.max_bytes)
+            .field("when_full", &self.when_full)
             .field("shards", &self.shards)
             .field("purge_interval", &self.purge_interval)
             .finish_non_exhaustive()
@@ -127,10 +157,19 @@ impl fmt::Debug for MemoryStoreBuilder {
 }
 
 impl MemoryStoreBuilder {
-    /// The most live records held at once (default 1,000,000).
+    /// The most bytes the records may hold (default 256 MiB): their outcomes
+    /// plus about 170 bytes of bookkeeping each.
     #[must_use]
-    pub fn capacity(mut self, capacity: usize) -> Self {
-        self.capacity = capacity;
+    pub fn max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// What happens to a new record at the bound (default
+    /// [`WhenFull::EvictOldest`]).
+    #[must_use]
+    pub fn when_full(mut self, when_full: WhenFull) -> Self {
+        self.when_full = when_full;
         self
     }
 
@@ -161,14 +200,17 @@ impl MemoryStoreBuilder {
     /// Builds the store.
     pub fn build(self) -> MemoryStore {
         let shards = (0..self.shards)
-            .map(|_| Mutex::new(HashMap::new()))
+            .map(|_| Mutex::new(Shard::default()))
             .collect();
         let store = MemoryStore {
             inner: Arc::new(Inner {
                 shards,
                 len: AtomicUsize::new(0),
+                bytes: AtomicUsize::new(0),
+                evictions: AtomicU64::new(0),
                 last_full_purge: AtomicU64::new(0),
-                capacity: self.capacity,
+                max_bytes: self.max_bytes,
+                when_full: self.when_full,
                 clock: self.clock,
             }),
         };
@@ -195,14 +237,23 @@ async fn purge_loop(inner: Weak<Inner>, every: Duration) {
     }
 }
 
-fn lock(shard: &Shard) -> MutexGuard<'_, HashMap<RecordId, Record>> {
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     // A panic while holding a shard lock cannot leave a record half-written
-    // (every write is one insert or remove), so a poisoned lock is still sound.
+    // (every write is one insert, overwrite or remove, with its index entry
+    // and weight), so a poisoned lock is still sound.
     shard.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+fn add(counter: &AtomicUsize, delta: isize) {
+    if delta >= 0 {
+        counter.fetch_add(delta.unsigned_abs(), Ordering::SeqCst);
+    } else {
+        counter.fetch_sub(delta.unsigned_abs(), Ordering::SeqCst);
+    }
+}
+
 impl Inner {
-    fn shard(&self, id: &RecordId) -> &Shard {
+    fn shard(&self, id: &RecordId) -> &Mutex<Shard> {
         let b = id.as_bytes();
         let h = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
         // The id is a SHA-256 digest, so its first bytes are uniform.
@@ -214,55 +265,78 @@ impl Inner {
         let now = self.clock.now_micros();
         let mut purged = 0;
         for shard in &*self.shards {
-            let mut map = lock(shard);
-            let before = map.len();
-            map.retain(|_, r| !r.droppable(now));
-            purged += before - map.len();
+            let (count, bytes) = lock(shard).purge(now);
+            purged += count;
+            self.bytes.fetch_sub(bytes, Ordering::SeqCst);
         }
         self.len.fetch_sub(purged, Ordering::SeqCst);
         purged
     }
 
     /// Applies one event atomically under the record's shard lock. Returns
-    /// `None` when a new record must be inserted but the store is full.
+    /// `None` when a new record must be inserted but does not fit.
     fn apply(&self, id: &RecordId, event: Event<'_>) -> Option<Answer> {
         let now = self.clock.now_micros();
-        let mut map = lock(self.shard(id));
-        // One hash and one probe per event: the entry is read, then
-        // overwritten or removed in place.
-        match map.entry(*id) {
-            Entry::Occupied(mut found) => {
-                let stale = found.get().droppable(now);
-                let (answer, effect) = machine::step(Some(found.get()), now, event);
-                match effect {
-                    Effect::Put(record) => *found.get_mut() = record,
-                    Effect::Keep if stale => {
-                        found.remove();
-                        self.len.fetch_sub(1, Ordering::SeqCst);
-                    }
-                    Effect::Keep => {}
-                }
-                Some(answer)
-            }
-            Entry::Vacant(slot) => {
-                let (answer, effect) = machine::step(None, now, event);
-                if let Effect::Put(record) = effect {
-                    if !self.reserve() {
-                        return None;
-                    }
-                    slot.insert(record);
-                }
-                Some(answer)
-            }
-        }
+        let applied = lock(self.shard(id)).apply(id, now, event, |weight| self.reserve(weight));
+        add(&self.bytes, applied.bytes);
+        add(&self.len, applied.records);
+        applied.answer
     }
 
-    fn reserve(&self) -> bool {
-        self.len
+    /// Counts `weight` more bytes if they fit under the bound.
+    fn reserve(&self, weight: usize) -> bool {
+        self.bytes
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < self.capacity).then_some(n + 1)
+                (n.saturating_add(weight) <= self.max_bytes).then_some(n + weight)
             })
             .is_ok()
+    }
+
+    /// Evicts completed records, closest to expiry first, until the store
+    /// holds at most `target` bytes or has nothing left to evict; returns
+    /// how many it evicted.
+    fn evict_down_to(&self, target: usize) -> u64 {
+        let mut evicted = 0;
+        while self.bytes.load(Ordering::SeqCst) > target {
+            let oldest = self
+                .shards
+                .iter()
+                .enumerate()
+                .filter_map(|(i, shard)| lock(shard).oldest().map(|o| (o, i)))
+                .min();
+            let Some(((at, id), i)) = oldest else { break };
+            // Someone may have touched it since: then look again.
+            if let Some(bytes) = lock(&self.shards[i]).evict(at, &id) {
+                self.bytes.fetch_sub(bytes, Ordering::SeqCst);
+                self.len.fetch_sub(1, Ordering::SeqCst);
+                evicted += 1;
+            }
+        }
+        if evicted > 0 {
+            self.evictions.fetch_add(evicted, Ordering::SeqCst);
+            tracing::info!(target: "idem", evicted, max_bytes = self.max_bytes, decision = "evicted", "memory store at its byte bound: evicted the completed records closest to expiry; a retry of one of them runs again");
+        }
+        evicted
+    }
+
+    /// Makes room at the bound: expired records first (at most one scan per
+    /// 100 ms), then, if the policy allows, completed records closest to
+    /// expiry, down to 1/32 under the bound so that evictions come in
+    /// batches rather than on every request.
+    fn make_room(&self) {
+        let now = self.clock.now_micros();
+        let last = self.last_full_purge.load(Ordering::SeqCst);
+        if now.saturating_sub(last) >= 100_000
+            && self
+                .last_full_purge
+                .compare_exchange(last, now, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.purge_expired();
+        }
+        if self.when_full == WhenFull::EvictOldest {
+            self.evict_down_to(self.max_bytes - self.max_bytes / 32);
+        }
     }
 }
 
@@ -281,7 +355,8 @@ impl MemoryStore {
     /// Configures a store.
     pub fn builder() -> MemoryStoreBuilder {
         MemoryStoreBuilder {
-            capacity: 1_000_000,
+            max_bytes: 256 << 20,
+            when_full: WhenFull::EvictOldest,
             shards: 64,
             purge_interval: Some(Duration::from_secs(30)),
             clock: Box::new(SystemClock),
@@ -298,32 +373,39 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// The bytes the records are counted as (see
+    /// [`MemoryStoreBuilder::max_bytes`]).
+    pub fn bytes(&self) -> usize {
+        self.inner.bytes.load(Ordering::SeqCst)
+    }
+
+    /// How many completed records were evicted at the bound since the store
+    /// was built.
+    pub fn evictions(&self) -> u64 {
+        self.inner.evictions.load(Ordering::SeqCst)
+    }
+
     /// Drops every record that is no longer live; returns how many.
     pub fn purge_expired(&self) -> usize {
         self.inner.purge_expired()
     }
 
     fn run(&self, id: &RecordId, event: Event<'_>) -> Result<Answer, StoreError> {
-        if let Some(answer) = self.inner.apply(id, event) {
-            return Ok(answer);
-        }
-        // Full: make room from expired records anywhere, then try once more;
-        // at most one such scan per 100ms.
-        let now = self.inner.clock.now_micros();
-        let last = self.inner.last_full_purge.load(Ordering::SeqCst);
-        if now.saturating_sub(last) >= 100_000
-            && self
-                .inner
-                .last_full_purge
-                .compare_exchange(last, now, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
+        let answer = if let Some(answer) = self.inner.apply(id, event) {
+            answer
+        } else {
+            self.inner.make_room();
+            self.inner
+                .apply(id, event)
+                .ok_or_else(|| StoreError::full(self.inner.max_bytes))?
+        };
+        // A completion may take the store over its bound: bring it back.
+        if self.inner.when_full == WhenFull::EvictOldest
+            && self.inner.bytes.load(Ordering::SeqCst) > self.inner.max_bytes
         {
-            self.inner.purge_expired();
-            if let Some(answer) = self.inner.apply(id, event) {
-                return Ok(answer);
-            }
+            self.inner.make_room();
         }
-        Err(StoreError::full(self.inner.capacity))
+        Ok(answer)
     }
 }
 

@@ -153,12 +153,13 @@ impl StoreError {
     }
 
     /// The store is full.
-    pub fn full(capacity: usize) -> Self {
+    pub fn full(max_bytes: usize) -> Self {
         Self {
             kind: StoreErrorKind::Full,
             message: format!(
-                "the store holds its maximum of {capacity} live records; none is evicted before \
-                 it expires, so new operations are refused until records expire"
+                "the store holds its maximum of {max_bytes} bytes of records and may not evict \
+                 any (its policy refuses, or all are in flight), so new operations are refused \
+                 until records expire"
             ),
             source: None,
         }
