@@ -17,7 +17,7 @@ use idem_core::{Claim, Engine, Store};
 use idem_examples::payments::{
     router, Account, App, Ledger, LedgerError, MemoryLedger, PgLedger, RedisLedger, Respond,
 };
-use idem_tests::{pg_store, redis_url, serve, unique_prefix};
+use idem_tests::{pg_store, redis_cluster_nodes, redis_url, serve, unique_prefix};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
@@ -206,6 +206,20 @@ async fn clients_that_hang_up_and_retry_are_debited_once_on_redis() {
     let store = idem_redis::RedisStore::connect(&redis_url())
         .await
         .expect("redis")
+        .with_prefix(&format!("{prefix}idem:"));
+    let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
+        .await
+        .expect("redis ledger");
+    let addr = start(store, Arc::new(ledger)).await;
+    hang_ups_never_debit_twice(addr, 300).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_hang_up_and_retry_are_debited_once_on_redis_cluster() {
+    let prefix = unique_prefix("gives-up-cluster");
+    let store = idem_redis::RedisStore::connect_cluster(redis_cluster_nodes())
+        .await
+        .expect("redis cluster")
         .with_prefix(&format!("{prefix}idem:"));
     let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
         .await
