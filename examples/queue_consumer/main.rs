@@ -216,8 +216,12 @@ async fn process(
 ) -> Disposition {
     match fate {
         Fate::Cancelled => {
-            // The task is cancelled 3ms in, mid-way through the carrier call:
-            // the engine releases the claim at once.
+            // The task is cancelled 3ms in, mid-way through the carrier call.
+            // The parcel may or may not have been booked: the outcome is
+            // unknown, so the engine keeps the claim until its 300ms lease
+            // runs out; redeliveries meanwhile find it in flight, and the
+            // first after the lease ships it (under a newer fencing token,
+            // which a real carrier would use to refuse the older call).
             let handled =
                 tokio::time::timeout(Duration::from_millis(3), consumer.handle(msg, fate)).await;
             assert!(handled.is_err(), "the handler takes longer than 3ms");
