@@ -86,7 +86,7 @@ use quote::ToTokens;
 /// | argument | type | default | meaning |
 /// | --- | --- | --- | --- |
 /// | `ttl` | duration string (`"24h"`, `"7d"`, `"30s"`) | the engine's (24h) | how long a completed record is kept |
-/// | `lease` | duration string, shorter than `ttl` | the engine's (60s) | how long a claim lives without renewal |
+/// | `lease` | duration string, shorter than `ttl` | the engine's (10s) | how long a claim lives without renewal, and so how long a key stays claimed after its holder crashed or was dropped mid-way |
 /// | `scope` | string naming a parameter binding | global scope | whose keys these are: the binding's `Display` value namespaces the keys |
 /// | `key` | expression | the `Idempotency-Key` header (handlers) | the idempotency key; required outside handlers |
 /// | `engine` | expression giving `Engine` or `&Engine` | the router state (handlers) | the engine; required outside handlers |
