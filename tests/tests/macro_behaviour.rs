@@ -170,7 +170,7 @@ struct Debit {
     amount: u64,
 }
 
-#[idempotent(ttl = "24h", scope = "account")]
+#[idem_axum::idempotent(ttl = "24h", scope = "account")]
 async fn debit(
     State(app): State<App>,
     Path(account): Path<String>,

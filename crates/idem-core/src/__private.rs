@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use crate::{
-    Call, Engine, Error, Fingerprint, FingerprintBuilder, FingerprintError, OnInFlight, Ran, Scope,
+    Call, Claim, Engine, Error, Fingerprint, FingerprintBuilder, FingerprintError, OnInFlight, Ran,
+    Scope,
 };
 pub use core::time::Duration;
 

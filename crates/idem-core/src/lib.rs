@@ -90,7 +90,7 @@ pub use async_trait::async_trait;
 /// method: runs it at most once per key through the [`Engine`]. See the
 /// attribute's own documentation for every argument; on axum handlers use
 /// `idem_axum::idempotent`.
-pub use idem_macros::idempotent;
+pub use idem_macros::idempotent_fn as idempotent;
 
 #[doc(hidden)]
 pub mod __private;

@@ -2,11 +2,13 @@
 //! plan was checked by `validate`.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
-use syn::{Ident, ItemFn, ReturnType};
+use syn::visit_mut::{self, VisitMut};
+use syn::{parse_quote, Attribute, FnArg, Ident, ItemFn, Pat, ReturnType};
 
-use crate::validate::{Mode, OnConflict, PlainMode, Plan};
+use crate::validate::{AxumMode, Mode, OnConflict, PlainMode, Plan};
 
 fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -21,7 +23,9 @@ struct Common {
     scope: TokenStream,
     checks: Vec<TokenStream>,
     adds: Vec<TokenStream>,
-    claim: Ident,
+    claim: Option<Ident>,
+    /// Whether `scope = ...` names a binding.
+    scoped: bool,
 }
 
 fn common(plan: &Plan) -> Common {
@@ -71,73 +75,222 @@ fn common(plan: &Plan) -> Common {
         scope,
         checks,
         adds,
-        claim: plan
-            .claim
-            .clone()
-            .unwrap_or_else(|| Ident::new("__idem_claim", Span::call_site())),
+        claim: plan.claim.clone(),
+        scoped: plan.scope.is_some(),
     }
 }
 
 pub(crate) fn expand(plan: Plan, item: ItemFn) -> TokenStream {
     let c = common(&plan);
     match plan.mode {
-        Mode::Axum => expand_axum(&c, item),
+        Mode::Axum(axum) => expand_axum(&c, &axum, item),
         Mode::Plain(parts) => expand_plain(&c, *parts, item),
     }
 }
 
-/// An axum handler: the `Idempotent` extractor comes first, the response is
-/// recorded by idem-axum.
-fn expand_axum(c: &Common, item: ItemFn) -> TokenStream {
+/// Whether an attribute is a lint level (`allow`, `warn`, ...), which both
+/// the handler and the function holding the user's body get.
+fn is_lint(attr: &Attribute) -> bool {
+    ["allow", "warn", "deny", "forbid", "expect"]
+        .iter()
+        .any(|l| attr.path().is_ident(l))
+}
+
+/// Whether an attribute instruments the body (`#[tracing::instrument]`), which
+/// belongs on the function with the user's parameters and body.
+fn is_instrument(attr: &Attribute) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "instrument")
+}
+
+/// A pattern that binds the same names by reference to the value: `mut`,
+/// `ref` and `ref mut` go, so that default binding modes apply.
+fn by_reference(pat: &Pat) -> Pat {
+    struct StripModes;
+    impl VisitMut for StripModes {
+        fn visit_pat_ident_mut(&mut self, p: &mut syn::PatIdent) {
+            p.mutability = None;
+            p.by_ref = None;
+            visit_mut::visit_pat_ident_mut(self, p);
+        }
+    }
+    let mut pat = pat.clone();
+    StripModes.visit_pat_mut(&mut pat);
+    pat
+}
+
+/// The handler that axum routes, around the user's function.
+struct Handler {
+    /// Its signature: the context first, then the user's extractors renamed.
+    signature: syn::Signature,
+    /// The renamed extractors, in order.
+    args: Vec<Ident>,
+    /// Each fingerprinted extractor added to the fingerprint.
+    adds: Vec<TokenStream>,
+    /// The user's patterns bound by reference, for `key` and `scope`.
+    bindings: Vec<TokenStream>,
+}
+
+fn handler(sig: &syn::Signature, axum: &AxumMode, private: &TokenStream) -> Handler {
+    let p = quote!(__idem_p);
+    let mut outer = sig.clone();
+    outer.inputs = Punctuated::new();
+    outer
+        .inputs
+        .push(parse_quote!(__idem_ctx: #private::HandlerContext));
+    outer.output = parse_quote!(-> #private::Response);
+    let mut args = Vec::new();
+    let mut adds = Vec::new();
+    let mut bindings = Vec::new();
+    for (i, (input, skipped)) in sig.inputs.iter().zip(&axum.skipped).enumerate() {
+        let FnArg::Typed(pt) = input else { continue };
+        let arg = format_ident!("__idem_arg{i}");
+        let (pattrs, ty) = (&pt.attrs, &pt.ty);
+        outer.inputs.push(parse_quote!(#(#pattrs)* #arg: #ty));
+        if !*skipped {
+            let label = format!("#{i}");
+            // The value is spanned at the parameter's type, so that a type
+            // that cannot be fingerprinted is reported there.
+            let value = Ident::new(&arg.to_string(), ty.span());
+            adds.push(quote_spanned! {ty.span()=>
+                let #arg = match { (&#p::tag(&#arg)).tag_kind() }
+                    .add(#value, &__idem_ctx, &mut __idem_fp, #label)
+                    .await
+                {
+                    ::core::result::Result::Ok(v) => v,
+                    ::core::result::Result::Err(answer) => return answer,
+                };
+            });
+        }
+        let pat = by_reference(&pt.pat);
+        bindings.push(quote! {
+            #[allow(unused_variables, clippy::used_underscore_binding)]
+            let #pat = &#arg;
+        });
+        args.push(arg);
+    }
+    Handler {
+        signature: outer,
+        args,
+        adds,
+        bindings,
+    }
+}
+
+/// An axum handler. The user's function stays whole, renamed `__idem_inner`
+/// inside the handler; the handler around it extracts a `HandlerContext`
+/// and the same extractors, fingerprints each extractor's whole value, and
+/// runs the inner function once per key on a task of its own.
+fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
     let Common {
         private,
         name,
         overrides,
         scope,
-        checks,
-        adds,
         claim,
+        scoped,
+        ..
     } = c;
+    let p = quote!(__idem_p);
     let ItemFn {
         attrs,
         vis,
         sig,
         block,
     } = item;
-    let (ident, generics, inputs, asyncness) =
-        (&sig.ident, &sig.generics, &sig.inputs, &sig.asyncness);
-    let where_clause = &sig.generics.where_clause;
-    let ret = match &sig.output {
-        ReturnType::Type(_, ty) => quote!(#ty),
-        ReturnType::Default => quote!(()),
+    let outer_attrs = attrs.iter().filter(|a| !is_instrument(a));
+    let inner_attrs = attrs.iter().filter(|a| is_instrument(a) || is_lint(a));
+
+    let Handler {
+        signature: outer,
+        args,
+        adds,
+        bindings,
+    } = handler(&sig, axum, private);
+    let states = axum
+        .states
+        .iter()
+        .map(|s| quote_spanned!(s.span()=> #p::engine_in_state::<#s>();));
+    let key = if let Some(expr) = &axum.key {
+        quote_spanned!(expr.span()=> __idem_ctx.expression_key(&(#expr)))
+    } else {
+        quote!(__idem_ctx.header_key())
     };
+    // Bindings are only needed by `key = ...` and `scope = ...`.
+    let bindings = if axum.key.is_some() || *scoped {
+        bindings
+    } else {
+        Vec::new()
+    };
+
+    // The user's function, unchanged but for its name and the claim.
+    let mut inner = sig.clone();
+    inner.ident = format_ident!("__idem_inner");
+    let (claim_param, claim_arg) = match &claim {
+        Some(claim) => {
+            inner.inputs.push(parse_quote!(#claim: #p::Claim));
+            (quote!(__idem_claim), quote!(__idem_claim))
+        }
+        None => (quote!(_), quote!()),
+    };
+    let call_inner = if sig.unsafety.is_some() {
+        quote! {
+            #[allow(unused_unsafe)]
+            // SAFETY: the caller of the handler upholds what the user's
+            // `unsafe fn` asks, as it would without the attribute.
+            let __idem_out = unsafe { __idem_inner(#(#args,)* #claim_arg) };
+        }
+    } else {
+        quote!(let __idem_out = __idem_inner(#(#args,)* #claim_arg);)
+    };
+
+    // A return type that is not a response is reported there, once.
+    let ret_span = match &sig.output {
+        ReturnType::Type(_, ty) => ty.span(),
+        ReturnType::Default => sig.ident.span(),
+    };
+    let respond =
+        quote_spanned!(ret_span=> #p::HandlerResponse::into_handler_response(__idem_out.await));
     quote! {
-        #(#attrs)*
-        #vis #asyncness fn #ident #generics (__idem_ctx: #private::Idempotent, #inputs) -> #private::Response #where_clause {
-            #(#checks)*
+        #(#outer_attrs)*
+        #vis #outer {
+            use #private as __idem_p;
+            #[allow(unused_imports)]
+            use __idem_p::{ViaKnown as _, ViaSerialize as _};
+
+            #(#inner_attrs)*
+            #[allow(clippy::too_many_arguments)]
+            #inner #block
+
+            #(#states)*
             let __idem_ctx = __idem_ctx.operation(#name) #overrides;
-            let __idem_call = (|| -> ::core::result::Result<#private::Call, #private::FingerprintError> {
-                let mut __idem_builder = __idem_ctx.fingerprint_builder();
-                #(#adds)*
-                ::core::result::Result::Ok(__idem_ctx.call_with(#scope, __idem_builder.finish()))
-            })();
-            match __idem_call {
-                ::core::result::Result::Ok(__idem_call) => {
-                    __idem_ctx
-                        .run_call(__idem_call, move |#claim| async move {
-                            let _ = &#claim;
-                            let __idem_result: #ret = async move #block.await;
-                            #private::IntoResponse::into_response(__idem_result)
-                        })
-                        .await
+            let mut __idem_fp = __idem_ctx.builder();
+            #(#adds)*
+            let (__idem_key, __idem_scope) = {
+                #(#bindings)*
+                (#key, #scope)
+            };
+            let __idem_key = match __idem_key {
+                ::core::result::Result::Ok(key) => key,
+                ::core::result::Result::Err(problem) => {
+                    return #p::IntoResponse::into_response(problem);
                 }
-                ::core::result::Result::Err(__idem_error) => #private::fingerprint_failed(&__idem_error),
-            }
+            };
+            __idem_ctx
+                .run(__idem_key, __idem_scope, &__idem_fp, move |#claim_param| async move {
+                    #call_inner
+                    #respond
+                })
+                .await
         }
     }
 }
 
 /// Any other async function: `Result<T, E>` becomes `Result<Ran<T>, Error<E>>`.
+/// The signature is kept as written (receiver, `unsafe`, generics,
+/// attributes) but for its return type.
 fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
     let Common {
         private,
@@ -147,6 +300,7 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
         checks,
         adds,
         claim,
+        ..
     } = c;
     let PlainMode {
         key,
@@ -157,20 +311,31 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
     let ItemFn {
         attrs,
         vis,
-        sig,
+        mut sig,
         block,
     } = item;
-    let (ident, generics, inputs, asyncness) =
-        (&sig.ident, &sig.generics, &sig.inputs, &sig.asyncness);
-    let where_clause = &sig.generics.where_clause;
+    let unsafety = sig.unsafety.is_some();
+    sig.output = parse_quote!(-> ::core::result::Result<#private::Ran<#ok>, #private::Error<#err>>);
     let ok_check = quote_spanned!(ok.span()=> #private::recordable::<#ok>(););
     let err_check = quote_spanned!(err.span()=> #private::recordable_failure::<#err>(););
     let engine_expr = quote_spanned!(engine.span()=> #private::AsEngine::as_engine(&(#engine)));
     let key_expr = quote_spanned!(key.span()=> #private::key_of(&(#key)));
+    let claim = claim
+        .clone()
+        .unwrap_or_else(|| Ident::new("__idem_claim", Span::call_site()));
+    let body = if unsafety {
+        quote! {{
+            #[allow(unused_unsafe)]
+            // SAFETY: the caller of this `unsafe fn` upholds what it asks.
+            let __idem_body = async move { unsafe #block };
+            __idem_body.await
+        }}
+    } else {
+        quote!(async move #block.await)
+    };
     quote! {
         #(#attrs)*
-        #vis #asyncness fn #ident #generics (#inputs)
-            -> ::core::result::Result<#private::Ran<#ok>, #private::Error<#err>> #where_clause
+        #vis #sig
         {
             #ok_check
             #err_check
@@ -187,7 +352,7 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
             __idem_engine
                 .run(&__idem_call, move |#claim| async move {
                     let _ = &#claim;
-                    let __idem_result: ::core::result::Result<#ok, #err> = async move #block.await;
+                    let __idem_result: ::core::result::Result<#ok, #err> = #body;
                     __idem_result
                 })
                 .await

@@ -102,19 +102,36 @@ use quote::ToTokens;
 /// [`Engine`]: https://docs.rs/idem-core/latest/idem_core/struct.Engine.html
 #[proc_macro_attribute]
 pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
+    attribute(validate::Origin::Axum, args, item)
+}
+
+/// The attribute as `idem_core::idempotent`: always the function form
+/// (`engine = ...` and `key = ...` required); see [`macro@idempotent`].
+#[proc_macro_attribute]
+pub fn idempotent_fn(args: TokenStream, item: TokenStream) -> TokenStream {
+    attribute(validate::Origin::Core, args, item)
+}
+
+fn attribute(origin: validate::Origin, args: TokenStream, item: TokenStream) -> TokenStream {
     let original: proc_macro2::TokenStream = item.clone().into();
     let Ok(function) = syn::parse::<syn::ItemFn>(item) else {
-        let error = syn::Error::new_spanned(
-            &original,
-            "`#[idempotent]` applies to an `async fn` (a function or a method); it cannot go on this item",
-        );
+        let error = match syn::parse2::<syn::TraitItemFn>(original.clone()) {
+            Ok(declared) if declared.default.is_none() => syn::Error::new_spanned(
+                &declared.sig,
+                "`#[idempotent]` needs a body to run: put it on the method in each `impl` block, not on its declaration in the trait",
+            ),
+            _ => syn::Error::new_spanned(
+                &original,
+                "`#[idempotent]` applies to an `async fn` (a function or a method); it cannot go on this item",
+            ),
+        };
         return with_original(&error, original);
     };
     let args = match syn::parse::<attr::Args>(args) {
         Ok(args) => args,
         Err(error) => return with_original(&error, function.into_token_stream()),
     };
-    match validate::validate(&args, &function) {
+    match validate::validate(origin, &args, &function) {
         Ok(plan) => expand::expand(plan, function).into(),
         Err(error) => with_original(&error, function.into_token_stream()),
     }

@@ -17,11 +17,23 @@ pub(crate) enum OnConflict {
     Wait(Duration),
 }
 
+/// Which crate's attribute this is, which decides the form: `idem_core`'s
+/// is always the function form; `idem_axum`'s is the handler form unless
+/// `engine = ...` is given.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// `idem_core::idempotent`.
+    Core,
+    /// `idem_axum::idempotent`.
+    Axum,
+}
+
 /// How the function is reached.
 pub(crate) enum Mode {
-    /// An axum handler: the key comes from the `Idempotency-Key` header and
-    /// the engine from the router state; the return is any `IntoResponse`.
-    Axum,
+    /// An axum handler: the key comes from the `Idempotency-Key` header (or
+    /// `key = ...`) and the engine from the router state; the return is any
+    /// `IntoResponse`.
+    Axum(Box<AxumMode>),
     /// Any other async function: key and engine are expressions; the return is
     /// `Result<T, E>`.
     Plain(Box<PlainMode>),
@@ -33,6 +45,16 @@ pub(crate) struct PlainMode {
     pub(crate) engine: Expr,
     pub(crate) ok: Type,
     pub(crate) err: Type,
+}
+
+/// The parts of an axum handler.
+pub(crate) struct AxumMode {
+    /// `key = ...`, or `None` for the `Idempotency-Key` header.
+    pub(crate) key: Option<Expr>,
+    /// Per parameter, in order: whether `skip` leaves it out.
+    pub(crate) skipped: Vec<bool>,
+    /// The `S` of each `State<S>` parameter, to check that it holds an engine.
+    pub(crate) states: Vec<Type>,
 }
 
 /// A parameter binding that goes into the fingerprint.
@@ -59,6 +81,24 @@ struct Param {
     bindings: Vec<Ident>,
     /// `State(..)`: the router state, never fingerprinted.
     is_state: bool,
+    /// `S` of a `State<S>` type.
+    state_type: Option<Type>,
+}
+
+/// `S` of `State<S>`, by the last path segment.
+fn state_type(ty: &Type) -> Option<Type> {
+    let Type::Path(tp) = ty else { return None };
+    let last = tp.path.segments.last()?;
+    if last.ident != "State" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    args.args.iter().find_map(|a| match a {
+        GenericArgument::Type(t) => Some(t.clone()),
+        _ => None,
+    })
 }
 
 fn collect_bindings(pat: &Pat, out: &mut Vec<Ident>) {
@@ -204,25 +244,31 @@ fn check_async(sig: &syn::Signature) -> syn::Result<()> {
     ))
 }
 
-/// The parameters, and whether the function has a receiver or a reference parameter.
-fn params(sig: &syn::Signature) -> (Vec<Param>, bool) {
-    let mut plain_shaped = false;
+/// The parameters, and the first one that cannot be an axum extractor (a
+/// receiver or a reference).
+fn params(sig: &syn::Signature) -> (Vec<Param>, Option<Span>) {
+    let mut not_extractor = None;
     let mut params = Vec::new();
     for arg in &sig.inputs {
         match arg {
-            FnArg::Receiver(_) => plain_shaped = true,
+            FnArg::Receiver(r) => {
+                not_extractor = not_extractor.or(Some(r.self_token.span));
+            }
             FnArg::Typed(pt) => {
-                plain_shaped |= matches!(&*pt.ty, Type::Reference(_));
+                if matches!(&*pt.ty, Type::Reference(_)) {
+                    not_extractor = not_extractor.or(Some(pt.ty.span()));
+                }
                 let mut bindings = Vec::new();
                 collect_bindings(&pt.pat, &mut bindings);
                 params.push(Param {
                     bindings,
                     is_state: is_state(&pt.pat, &pt.ty),
+                    state_type: state_type(&pt.ty),
                 });
             }
         }
     }
-    (params, plain_shaped)
+    (params, not_extractor)
 }
 
 /// Rule: `lease` is shorter than `ttl` when both are given.
@@ -295,24 +341,37 @@ fn check_claim(claim: &Ident, params: &[Param]) -> syn::Result<()> {
     Ok(())
 }
 
-/// Rules for a function that is not an axum handler: `key`, `engine` and a
-/// `Result<T, E>` return.
+/// Rules for a function that is not an axum handler (`engine = ...` given):
+/// `key` and a `Result<T, E>` return.
 fn check_plain(args: &Args, sig: &syn::Signature, errors: &mut Errors) -> Option<Mode> {
     let key = args.key.as_ref().map(|k| k.value.clone());
     let engine = args.engine.as_ref().map(|e| e.value.clone());
-    if key.is_none() {
+    if key.is_none() && result_types(&sig.output).is_none() {
+        // No key and no `Result`: most likely an axum handler given an engine.
+        let span = args.engine.as_ref().map_or(sig.ident.span(), |e| e.keyword);
         errors.push(syn::Error::new(
-            sig.ident.span(),
-            "`#[idempotent]` on a function that is not an axum handler needs the key: add `key = <expression>`, such as `key = msg.id`",
+            span,
+            "`engine = ...` makes a function that is not an axum handler, with `key = ...` and a `Result` return. For an axum handler, remove `engine = ...`: the engine comes from the router state (`Engine: FromRef<S>`)",
         ));
+        return None;
     }
-    if engine.is_none() {
+    if key.is_none() {
+        let span = args.engine.as_ref().map_or(sig.ident.span(), |e| e.keyword);
         errors.push(syn::Error::new(
-            sig.ident.span(),
-            "`#[idempotent]` on a function that is not an axum handler needs the engine: add `engine = <expression>`, such as `engine = self.engine`",
+            span,
+            "with `engine = ...`, `#[idempotent]` makes a function that is not an axum handler, which needs the key: add `key = <expression>`, such as `key = msg.id`",
         ));
     }
     let types = result_types(&sig.output);
+    if let Some((_, err)) = &types {
+        if matches!(err, Type::Path(tp) if last_segment_is(&tp.path, "Infallible")) {
+            errors.push(syn::Error::new(
+                err.span(),
+                "`Infallible` cannot be recorded (it is not `Serialize`): write `idem_core::Never`, the error type of an operation that cannot fail",
+            ));
+            return None;
+        }
+    }
     if types.is_none() {
         let span = match &sig.output {
             ReturnType::Type(_, ty) => ty.span(),
@@ -334,23 +393,54 @@ fn check_plain(args: &Args, sig: &syn::Signature, errors: &mut Errors) -> Option
     }
 }
 
-/// Rule: an axum handler takes its engine from the router state.
-fn check_axum(args: &Args) -> syn::Result<Mode> {
-    match &args.engine {
-        Some(e) => Err(syn::Error::new(
-            e.keyword,
-            "in an axum handler the engine comes from the router state (`Engine: FromRef<S>`): remove `engine = ...` (or give `key = ...` for a function that is not a handler)",
+/// The rule that picks the form: with `engine = ...` the item is a function
+/// (a queue consumer, a method), otherwise an axum handler, whose parameters
+/// are all extractors.
+const FORM_RULE: &str = "without `engine = ...`, `#[idempotent]` makes an axum handler (the engine from the router state, the key from the `Idempotency-Key` header or `key = ...`)";
+
+/// Rule: an axum handler's parameters are extractors, not receivers or references.
+fn check_axum(
+    args: &Args,
+    params: &[Param],
+    skipped: &[Ident],
+    not_extractor: Option<Span>,
+) -> syn::Result<Mode> {
+    if let Some(span) = not_extractor {
+        return Err(syn::Error::new(
+            span,
+            format!("{FORM_RULE}, and an axum handler cannot take `self` or a reference. For a function that is not a handler, add `engine = <expression>` and `key = <expression>`, such as `#[idempotent(engine = self.engine, key = msg.id)]`"),
+        ));
+    }
+    Ok(Mode::Axum(Box::new(AxumMode {
+        key: args.key.as_ref().map(|k| k.value.clone()),
+        skipped: params
+            .iter()
+            .map(|p| p.bindings.iter().any(|b| skipped.contains(b)))
+            .collect(),
+        states: params.iter().filter_map(|p| p.state_type.clone()).collect(),
+    })))
+}
+
+/// Rule: the attribute is given once.
+fn check_once(item: &ItemFn) -> syn::Result<()> {
+    match item
+        .attrs
+        .iter()
+        .find(|a| last_segment_is(a.path(), "idempotent"))
+    {
+        Some(again) => Err(syn::Error::new_spanned(
+            again,
+            "`#[idempotent]` is given twice on this function; keep one",
         )),
-        None => Ok(Mode::Axum),
+        None => Ok(()),
     }
 }
 
 /// Rule: `crate` is a path.
-fn check_crate(krate: Option<&LitStr>, mode: Option<&Mode>) -> syn::Result<syn::Path> {
-    let default = if matches!(mode, Some(Mode::Axum)) {
-        "::idem_axum"
-    } else {
-        "::idem_core"
+fn check_crate(krate: Option<&LitStr>, origin: Origin) -> syn::Result<syn::Path> {
+    let default = match origin {
+        Origin::Axum => "::idem_axum",
+        Origin::Core => "::idem_core",
     };
     match krate {
         Some(lit) => lit.parse::<syn::Path>().map_err(|_| {
@@ -386,11 +476,12 @@ fn fingerprinted(params: &[Param], skipped: &[Ident], engine: Option<&Expr>) -> 
 }
 
 /// Checks every rule and builds the plan; all errors found are returned together.
-pub(crate) fn validate(args: &Args, item: &ItemFn) -> syn::Result<Plan> {
+pub(crate) fn validate(origin: Origin, args: &Args, item: &ItemFn) -> syn::Result<Plan> {
     let mut errors = Errors::default();
     let sig = &item.sig;
+    errors.keep(check_once(item));
     errors.keep(check_async(sig));
-    let (params, plain_shaped) = params(sig);
+    let (params, not_extractor) = params(sig);
 
     let ttl = args
         .ttl
@@ -426,15 +517,18 @@ pub(crate) fn validate(args: &Args, item: &ItemFn) -> syn::Result<Plan> {
     if let Some(c) = &claim {
         errors.keep(check_claim(c, &params));
     }
-    let mode = if args.key.is_some() || plain_shaped {
+    let mode = if origin == Origin::Core && args.engine.is_none() {
+        errors.push(syn::Error::new(
+            sig.ident.span(),
+            format!("`idem_core::idempotent` makes a function that is not an axum handler (a queue consumer, a method), which needs the engine{}: add `engine = <expression>`, such as `#[idempotent(engine = self.engine, key = msg.id)]`. For an axum handler, use `idem_axum::idempotent`", if args.key.is_none() { " and the key" } else { "" }),
+        ));
+        None
+    } else if args.engine.is_some() {
         check_plain(args, sig, &mut errors)
     } else {
-        errors.keep(check_axum(args))
+        errors.keep(check_axum(args, &params, &skipped, not_extractor))
     };
-    let krate = errors.keep(check_crate(
-        args.krate.as_ref().map(|s| &s.value),
-        mode.as_ref(),
-    ));
+    let krate = errors.keep(check_crate(args.krate.as_ref().map(|s| &s.value), origin));
     let inputs = fingerprinted(&params, &skipped, args.engine.as_ref().map(|e| &e.value));
 
     errors.finish()?;

@@ -1,0 +1,188 @@
+//! `HandlerContext`: what the `#[idempotent]` attribute's handler form
+//! extracts first and runs the handler through. Not a public API.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::time::Duration;
+
+use axum::extract::{FromRef, FromRequestParts, MatchedPath};
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{Method, Uri};
+use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey, OnInFlight, Scope};
+
+use crate::exec::{self, is_json, key_from_headers, key_missing, request_fingerprint, Settings};
+use crate::problem::{Problem, ProblemKind};
+
+/// The request as the attribute's generated handler sees it before the
+/// user's code runs: the engine, the key header (read, not yet required),
+/// and what the fingerprint starts from.
+#[derive(Debug)]
+pub struct HandlerContext {
+    engine: Engine,
+    header_key: Result<Option<IdempotencyKey>, Problem>,
+    method: Method,
+    route: Option<MatchedPath>,
+    uri: Uri,
+    json: bool,
+    settings: Settings,
+    operation: Cow<'static, str>,
+    ttl: Option<Duration>,
+    lease: Option<Duration>,
+    on_in_flight: Option<OnInFlight>,
+}
+
+/// What an `#[idempotent]` axum handler returns: any `IntoResponse`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an HTTP response, which an `#[idempotent]` axum handler returns",
+    label = "not `IntoResponse`",
+    note = "`idem_axum::idempotent` without `engine = ...` makes an axum handler; for a function that is not a handler (a queue consumer), add `engine = <expression>` and `key = <expression>`, or use `idem_core::idempotent`"
+)]
+pub trait HandlerResponse {
+    /// The response.
+    fn into_handler_response(self) -> Response;
+}
+
+impl<T: IntoResponse> HandlerResponse for T {
+    fn into_handler_response(self) -> Response {
+        self.into_response()
+    }
+}
+
+/// The router state of an `#[idempotent]` handler must hold an engine.
+#[diagnostic::on_unimplemented(
+    message = "the router state `{Self}` has no `idem_core::Engine`, which `#[idempotent]` handlers take from it",
+    label = "no `Engine` in this state",
+    note = "add a field `engine: idem_core::Engine` to `{Self}` and `#[derive(axum::extract::FromRef)]`, or implement `axum::extract::FromRef<{Self}> for idem_core::Engine`"
+)]
+pub trait EngineInState {}
+
+impl<S> EngineInState for S where Engine: FromRef<S> {}
+
+/// Checks, where the handler names its state, that the state holds an engine.
+pub fn engine_in_state<S: EngineInState>() {}
+
+impl<S> FromRequestParts<S> for HandlerContext
+where
+    Engine: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            engine: Engine::from_ref(state),
+            header_key: key_from_headers(&parts.headers),
+            method: parts.method.clone(),
+            route: parts.extensions.get::<MatchedPath>().cloned(),
+            uri: parts.uri.clone(),
+            json: is_json(&parts.headers),
+            settings: Settings::default(),
+            operation: Cow::Borrowed("http"),
+            ttl: None,
+            lease: None,
+            on_in_flight: None,
+        })
+    }
+}
+
+impl HandlerContext {
+    /// The stable name of the operation.
+    #[must_use]
+    pub fn operation(mut self, name: &'static str) -> Self {
+        self.operation = Cow::Borrowed(name);
+        self
+    }
+
+    /// Overrides the engine's record lifetime.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Overrides the engine's lease.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Overrides what a duplicate in flight gets.
+    #[must_use]
+    pub fn on_in_flight(mut self, on_in_flight: OnInFlight) -> Self {
+        self.on_in_flight = Some(on_in_flight);
+        self
+    }
+
+    /// The largest request body read for the fingerprint.
+    pub fn max_request_body(&self) -> usize {
+        self.settings.max_request_body
+    }
+
+    /// Whether the request body is JSON (compared parsed).
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// The fingerprint so far: operation, method, route, path and query.
+    pub fn builder(&self) -> FingerprintBuilder {
+        request_fingerprint(
+            &self.operation,
+            &self.method,
+            self.route.as_ref().map(MatchedPath::as_str),
+            self.uri.path(),
+            self.uri.query(),
+        )
+    }
+
+    /// The key from the `Idempotency-Key` header: 400 if missing or malformed.
+    pub fn header_key(&self) -> Result<IdempotencyKey, Problem> {
+        match &self.header_key {
+            Ok(Some(key)) => Ok(key.clone()),
+            Ok(None) => Err(key_missing()),
+            Err(problem) => Err(problem.clone()),
+        }
+    }
+
+    /// The key from the attribute's `key = ...` expression: 400 if its value
+    /// is not a valid key (empty, too long, not visible ASCII).
+    pub fn expression_key<T: idem_core::__private::KeyValue + ?Sized>(
+        &self,
+        value: &T,
+    ) -> Result<IdempotencyKey, Problem> {
+        value.key_value().map_err(|e| {
+            Problem::new(
+                ProblemKind::KeyMalformed,
+                format!("the request's idempotency key (taken from the request by this endpoint) is not valid: {e}"),
+            )
+        })
+    }
+
+    /// Runs `op` once for `key` in `scope` with the finished fingerprint,
+    /// recording its response (see [`Idempotent::run`](crate::Idempotent::run)).
+    pub async fn run<F, Fut, R>(
+        self,
+        key: IdempotencyKey,
+        scope: Scope,
+        fp: &FingerprintBuilder,
+        op: F,
+    ) -> Response
+    where
+        F: FnOnce(Claim) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
+    {
+        let mut call = Call::new(scope, key, fp.finish());
+        if let Some(ttl) = self.ttl {
+            call = call.ttl(ttl);
+        }
+        if let Some(lease) = self.lease {
+            call = call.lease(lease);
+        }
+        if let Some(on_in_flight) = self.on_in_flight {
+            call = call.on_in_flight(on_in_flight);
+        }
+        exec::respond(self.engine, call, self.settings, op).await
+    }
+}
