@@ -268,3 +268,49 @@ async fn clients_that_hang_up_and_retry_are_charged_once_behind_the_layer() {
         "one charge per key"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_panics_after_charging_is_not_run_again_while_its_lease_lives() {
+    let charges = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = Arc::clone(&charges);
+    let handler = move || {
+        let counted = Arc::clone(&counted);
+        async move {
+            let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            assert!(n > 0, "the provider's answer could not be parsed");
+            (StatusCode::CREATED, "charged")
+        }
+    };
+    let engine = Engine::new(idem_core::MemoryStore::new())
+        .with_policy(idem_core::Policy::default().lease(Duration::from_millis(800)));
+    let url = serve(
+        axum::Router::new()
+            .route("/charges", axum::routing::post(handler))
+            .layer(idem_axum::IdempotencyLayer::new(engine)),
+    )
+    .await;
+    let c = reqwest::Client::new();
+    let post = || {
+        c.post(format!("{url}/charges"))
+            .header("idempotency-key", "panics-1")
+            .send()
+    };
+    let first = post().await.expect("an answer, not a dropped connection");
+    assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let problem: serde_json::Value = first.json().await.expect("problem");
+    assert_eq!(problem["type"], "urn:idem:problem:handler-failed");
+    let retry = post().await.expect("retry");
+    assert_eq!(
+        retry.status(),
+        StatusCode::CONFLICT,
+        "its outcome is unknown: not run again"
+    );
+    assert_eq!(charges.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // After the lease, the retry runs (and the provider answers this time).
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        post().await.expect("after the lease").status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(charges.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

@@ -2,6 +2,9 @@
 //! fingerprint, and turning an engine answer into an HTTP response.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt as _;
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method};
@@ -9,6 +12,7 @@ use idem_core::{
     Call, Claim, Completion, Engine, Error, Execution, FingerprintBuilder, IdempotencyKey, Outcome,
 };
 
+use crate::detached::Detached;
 use crate::problem::{Problem, ProblemKind};
 use crate::record::{self, Buffered};
 
@@ -115,12 +119,13 @@ pub(crate) fn is_json(headers: &HeaderMap) -> bool {
 /// Runs `handler` through the engine for `call`, recording its response, and
 /// answers with the handler's response, a replay, or a problem.
 ///
-/// Everything from the claim on runs on a task of its own; the connection's
-/// future only awaits it. A client that hangs up (hyper then drops the
-/// connection's future) or a timeout layer above cannot cancel the handler
-/// half-way: it runs to its end and its response is recorded whether or not
-/// anyone still listens, so the retry gets the replay (or 409 while it still
-/// runs), never a second execution. The cost is one task per request.
+/// Everything from the claim on is [`Detached`]: driven in the connection's
+/// own task, and, if that task drops it (the client hung up, or a timeout
+/// layer above gave up), handed whole to a task of its own. The handler is
+/// never cancelled half-way: it runs to its end and its response is recorded
+/// whether or not anyone still listens, so the retry gets the replay (or 409
+/// while it still runs), never a second execution. A handler that panics
+/// answers 500; its claim is kept until the lease ends.
 pub(crate) async fn respond<F, Fut, R>(
     engine: Engine,
     call: Call,
@@ -132,15 +137,15 @@ where
     Fut: Future<Output = R> + Send + 'static,
     R: IntoResponse,
 {
-    let record = call.record_id().to_string();
-    let task = tokio::spawn(async move { run_recorded(&engine, &call, settings, handler).await });
-    match task.await {
-        Ok(response) => response,
-        Err(e) => {
-            // A panic in the handler (a task is only cancelled at runtime
-            // shutdown). Whatever it did may have taken effect: the engine
+    let record = *call.record_id();
+    let detached =
+        Detached::new(async move { run_recorded(&engine, &call, settings, handler).await });
+    match AssertUnwindSafe(detached).catch_unwind().await {
+        Ok(Some(response)) => response,
+        Ok(None) | Err(_) => {
+            // Whatever the handler did may have taken effect: the engine
             // keeps the claim until its lease ends.
-            tracing::error!(target: "idem", record, error = %e, "the handler panicked; its outcome is unknown and its claim is kept until the lease ends");
+            tracing::error!(target: "idem", record = %record, "the handler panicked; its outcome is unknown and its claim is kept until the lease ends");
             Problem::new(
                 ProblemKind::HandlerFailed,
                 "the request failed while it was processed and may have taken effect; retrying \

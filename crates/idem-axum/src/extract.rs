@@ -45,8 +45,8 @@ use crate::problem::Problem;
 ///     Path(account): Path<String>,
 ///     Json(req): Json<Debit>,
 /// ) -> axum::response::Response {
-///     // The operation runs on a task of its own (a client that hangs up
-///     // cannot cancel it), so it owns what it uses.
+///     // The operation outlives the request if the client hangs up (it is
+///     // never cancelled half-way), so it owns what it uses.
 ///     let amount = req.amount;
 ///     idem.run(account.as_str(), &req, move |_claim| async move {
 ///         (StatusCode::CREATED, format!("debited {amount}"))
@@ -189,7 +189,7 @@ impl Idempotent {
     /// its response; a retry gets the recorded response back, byte for byte,
     /// with `Idempotent-Replayed: true`.
     ///
-    /// `op` runs on a task of its own (hence `Send + 'static`): if the client
+    /// `op` is never cancelled half-way (hence `Send + 'static`): if the client
     /// hangs up, the handler's future is dropped but `op` runs to its end and
     /// its response is recorded, so the client's retry gets the replay
     /// instead of a second execution.
@@ -207,7 +207,7 @@ impl Idempotent {
     }
 
     /// Runs `op` for a prepared `call` (see [`call_with`](Self::call_with)),
-    /// on a task of its own as [`run`](Self::run) does.
+    /// and as cancel-proof as [`run`](Self::run).
     pub async fn run_call<F, Fut, R>(self, call: Call, op: F) -> Response
     where
         F: FnOnce(Claim) -> Fut + Send + 'static,

@@ -375,10 +375,11 @@ pub enum Execution<T> {
 /// completion that the store refuses for a while is retried in the
 /// background while the lease lasts.
 ///
-/// To make a caller that goes away harmless, drive the operation on a task
-/// of its own and let the caller only await it (the HTTP adapter,
-/// `idem-axum`, does so for every handler): the operation then finishes and
-/// is recorded whether or not anyone still listens.
+/// To make a caller that goes away harmless, do not let it cancel the
+/// operation: run it on a task of its own, or hand it to one when the caller
+/// drops it (the HTTP adapter, `idem-axum`, does the latter for every
+/// handler); the operation then finishes and is recorded whether or not
+/// anyone still listens.
 ///
 /// ```
 /// use idem_core::{Call, Engine, Fingerprint, IdempotencyKey, MemoryStore, Ran, Scope};
