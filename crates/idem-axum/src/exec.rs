@@ -140,20 +140,19 @@ where
     let record = *call.record_id();
     let detached =
         Detached::new(async move { run_recorded(&engine, &call, settings, handler).await });
-    match AssertUnwindSafe(detached).catch_unwind().await {
-        Ok(Some(response)) => response,
-        Ok(None) | Err(_) => {
-            // Whatever the handler did may have taken effect: the engine
-            // keeps the claim until its lease ends.
-            tracing::error!(target: "idem", record = %record, "the handler panicked; its outcome is unknown and its claim is kept until the lease ends");
-            Problem::new(
-                ProblemKind::HandlerFailed,
-                "the request failed while it was processed and may have taken effect; retrying \
-                 with the same Idempotency-Key answers 409 until the claim's lease ends, then \
-                 runs the request again",
-            )
-            .into_response()
-        }
+    if let Ok(Some(response)) = AssertUnwindSafe(detached).catch_unwind().await {
+        response
+    } else {
+        // Whatever the handler did may have taken effect: the engine keeps
+        // the claim until its lease ends.
+        tracing::error!(target: "idem", record = %record, "the handler panicked; its outcome is unknown and its claim is kept until the lease ends");
+        Problem::new(
+            ProblemKind::HandlerFailed,
+            "the request failed while it was processed and may have taken effect; retrying \
+             with the same Idempotency-Key answers 409 until the claim's lease ends, then \
+             runs the request again",
+        )
+        .into_response()
     }
 }
 
