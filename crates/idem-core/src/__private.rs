@@ -13,6 +13,9 @@ pub use crate::{
 };
 pub use core::time::Duration;
 
+/// What an `#[idempotent]` function returns in place of `Result<T, E>`.
+pub type Output<T, E> = Result<Ran<T>, Error<E>>;
+
 /// A value the fingerprint can include.
 #[diagnostic::on_unimplemented(
     message = "`#[idempotent]` cannot fingerprint `{Self}`: every parameter goes into the request's fingerprint and must implement `serde::Serialize`",

@@ -102,6 +102,11 @@ impl Parse for Args {
                 set_once(&mut args.engine, k, "engine", v)?;
             } else if lookahead.peek(kw::skip) {
                 let k = input.parse::<kw::skip>()?.span;
+                if !input.peek(syn::token::Paren) {
+                    return Err(input.error(
+                        "`skip` takes the names of the parameters to leave out of the fingerprint, in parentheses: `skip(pool, client)`",
+                    ));
+                }
                 let content;
                 syn::parenthesized!(content in input);
                 let names = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;

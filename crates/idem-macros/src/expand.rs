@@ -17,7 +17,10 @@ fn nanos(d: std::time::Duration) -> u64 {
 /// What both forms share: the runtime path, the call's policy overrides, the
 /// scope, the fingerprint's inputs and the claim's binding.
 struct Common {
+    /// The runtime as the body names it: `__idem_p`, imported once.
     private: TokenStream,
+    /// The runtime's path, for the signature and that one import.
+    runtime: TokenStream,
     name: String,
     overrides: TokenStream,
     scope: TokenStream,
@@ -30,7 +33,8 @@ struct Common {
 
 fn common(plan: &Plan) -> Common {
     let krate = &plan.krate;
-    let private = quote!(#krate::__private);
+    let runtime = quote!(#krate::__private);
+    let private = quote!(__idem_p);
     let ttl = plan.ttl.map(|d| {
         let n = nanos(d);
         quote!(.ttl(#private::Duration::from_nanos(#n)))
@@ -70,6 +74,7 @@ fn common(plan: &Plan) -> Common {
         .collect();
     Common {
         private,
+        runtime,
         name: plan.name.clone(),
         overrides: quote!(#ttl #lease #on_conflict),
         scope,
@@ -133,14 +138,14 @@ struct Handler {
     bindings: Vec<TokenStream>,
 }
 
-fn handler(sig: &syn::Signature, axum: &AxumMode, private: &TokenStream) -> Handler {
+fn handler(sig: &syn::Signature, axum: &AxumMode, runtime: &TokenStream) -> Handler {
     let p = quote!(__idem_p);
     let mut outer = sig.clone();
     outer.inputs = Punctuated::new();
     outer
         .inputs
-        .push(parse_quote!(__idem_ctx: #private::HandlerContext));
-    outer.output = parse_quote!(-> #private::Response);
+        .push(parse_quote!(__idem_ctx: #runtime::HandlerContext));
+    outer.output = parse_quote!(-> #runtime::Response);
     let mut args = Vec::new();
     let mut adds = Vec::new();
     let mut bindings = Vec::new();
@@ -185,7 +190,7 @@ fn handler(sig: &syn::Signature, axum: &AxumMode, private: &TokenStream) -> Hand
 /// runs the inner function once per key on a task of its own.
 fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
     let Common {
-        private,
+        runtime,
         name,
         overrides,
         scope,
@@ -203,12 +208,17 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
     let outer_attrs = attrs.iter().filter(|a| !is_instrument(a));
     let inner_attrs = attrs.iter().filter(|a| is_instrument(a) || is_lint(a));
 
+    // In the handler, bindings are references: the scope is their value.
+    let scope = match &axum.scope {
+        Some(id) => quote_spanned!(id.span()=> #p::ScopeValue::scope_value(#id)),
+        None => scope.clone(),
+    };
     let Handler {
         signature: outer,
         args,
         adds,
         bindings,
-    } = handler(&sig, axum, private);
+    } = handler(&sig, axum, runtime);
     let states = axum
         .states
         .iter()
@@ -256,7 +266,7 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
     quote! {
         #(#outer_attrs)*
         #vis #outer {
-            use #private as __idem_p;
+            use #runtime as __idem_p;
             #[allow(unused_imports)]
             use __idem_p::{ViaKnown as _, ViaSerialize as _};
 
@@ -294,6 +304,7 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
 fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
     let Common {
         private,
+        runtime,
         name,
         overrides,
         scope,
@@ -315,7 +326,7 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
         block,
     } = item;
     let unsafety = sig.unsafety.is_some();
-    sig.output = parse_quote!(-> ::core::result::Result<#private::Ran<#ok>, #private::Error<#err>>);
+    sig.output = parse_quote!(-> #runtime::Output<#ok, #err>);
     let ok_check = quote_spanned!(ok.span()=> #private::recordable::<#ok>(););
     let err_check = quote_spanned!(err.span()=> #private::recordable_failure::<#err>(););
     let engine_expr = quote_spanned!(engine.span()=> #private::AsEngine::as_engine(&(#engine)));
@@ -337,6 +348,7 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
         #(#attrs)*
         #vis #sig
         {
+            use #runtime as __idem_p;
             #ok_check
             #err_check
             #(#checks)*

@@ -51,6 +51,8 @@ pub(crate) struct PlainMode {
 pub(crate) struct AxumMode {
     /// `key = ...`, or `None` for the `Idempotency-Key` header.
     pub(crate) key: Option<Expr>,
+    /// The binding that `scope = ...` names.
+    pub(crate) scope: Option<Ident>,
     /// Per parameter, in order: whether `skip` leaves it out.
     pub(crate) skipped: Vec<bool>,
     /// The `S` of each `State<S>` parameter, to check that it holds an engine.
@@ -176,12 +178,19 @@ fn on_conflict(lit: &LitStr) -> syn::Result<OnConflict> {
     }
     if let Some(inner) = text.strip_prefix("wait(").and_then(|t| t.strip_suffix(')')) {
         let inner_lit = LitStr::new(inner, lit.span());
-        return duration("on_conflict", &inner_lit).map(OnConflict::Wait).map_err(|_| {
-            syn::Error::new(
+        return match duration("on_conflict", &inner_lit) {
+            Ok(d) => Ok(OnConflict::Wait(d)),
+            Err(_) if humantime::parse_duration(inner.trim()).is_ok_and(|d| d.is_zero()) => {
+                Err(syn::Error::new(
+                    lit.span(),
+                    "`wait(...)` must wait longer than zero, such as `on_conflict = \"wait(5s)\"`; for no wait write `on_conflict = \"reject\"`",
+                ))
+            }
+            Err(_) => Err(syn::Error::new(
                 lit.span(),
                 format!("`wait({inner})` needs a duration inside, such as `on_conflict = \"wait(5s)\"`"),
-            )
-        });
+            )),
+        };
     }
     Err(syn::Error::new(
         lit.span(),
@@ -411,8 +420,13 @@ fn check_axum(
             format!("{FORM_RULE}, and an axum handler cannot take `self` or a reference. For a function that is not a handler, add `engine = <expression>` and `key = <expression>`, such as `#[idempotent(engine = self.engine, key = msg.id)]`"),
         ));
     }
+    let scope = args.scope.as_ref().and_then(|s| {
+        let name = s.value.value();
+        find(params, &name).map(|(_, ident)| ident.clone())
+    });
     Ok(Mode::Axum(Box::new(AxumMode {
         key: args.key.as_ref().map(|k| k.value.clone()),
+        scope,
         skipped: params
             .iter()
             .map(|p| p.bindings.iter().any(|b| skipped.contains(b)))

@@ -1,0 +1,26 @@
+use idem_core::{idempotent, Engine, Failure};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct Msg {
+    id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ShipError;
+
+impl Failure for ShipError {
+    fn is_final(&self) -> bool {
+        false
+    }
+}
+
+#[idempotent(ttl = "1h")]
+async fn ship(msg: Msg) -> Result<u32, ShipError> {
+    let _ = msg;
+    Ok(1)
+}
+
+fn main() {
+    let _ = Engine::new(idem_core::MemoryStore::new());
+}

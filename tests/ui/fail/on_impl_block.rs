@@ -1,0 +1,10 @@
+use idem_axum::idempotent;
+
+struct Consumer;
+
+#[idempotent]
+impl Consumer {
+    async fn handle(&self) {}
+}
+
+fn main() {}

@@ -1,0 +1,21 @@
+use axum::extract::State;
+use axum::Json;
+use idem_axum::idempotent;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone)]
+struct App {
+    fee: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Debit {
+    amount: u64,
+}
+
+#[idempotent]
+async fn debit(State(app): State<App>, Json(req): Json<Debit>) -> String {
+    (req.amount + app.fee).to_string()
+}
+
+fn main() {}
