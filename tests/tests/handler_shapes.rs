@@ -69,10 +69,7 @@ async fn result_json(
         return Err(AppError("qty must be positive".into()));
     }
     let qty = order.qty;
-    Ok(Json(Receipt {
-        run,
-        qty,
-    }))
+    Ok(Json(Receipt { run, qty }))
 }
 
 #[idempotent]
@@ -384,26 +381,26 @@ async fn body_extractors_fingerprint_the_body_and_hand_it_on() {
 async fn a_webhook_is_deduplicated_by_its_event_id_without_an_idempotency_key() {
     let (url, app) = start().await;
     let hook = format!("{url}/webhook");
-    let a = send(&hook, None, &[("x-event-id", "evt_1")], "charge.succeeded").await;
-    assert_eq!(a.status, StatusCode::OK);
-    let b = send(&hook, None, &[("x-event-id", "evt_1")], "charge.succeeded").await;
+    let first = send(&hook, None, &[("x-event-id", "evt_1")], "charge.succeeded").await;
+    assert_eq!(first.status, StatusCode::OK);
+    let again = send(&hook, None, &[("x-event-id", "evt_1")], "charge.succeeded").await;
     assert!(
-        b.replayed && b.body == a.body,
+        again.replayed && again.body == first.body,
         "the redelivered event replays"
     );
-    let c = send(&hook, None, &[("x-event-id", "evt_1")], "charge.refunded").await;
+    let other = send(&hook, None, &[("x-event-id", "evt_1")], "charge.refunded").await;
     assert_eq!(
-        c.status,
+        other.status,
         StatusCode::UNPROCESSABLE_ENTITY,
         "same event id, other body"
     );
-    let d = send(&hook, None, &[("x-event-id", "evt_2")], "charge.succeeded").await;
-    assert!(!d.replayed);
+    let next = send(&hook, None, &[("x-event-id", "evt_2")], "charge.succeeded").await;
+    assert!(!next.replayed);
     assert_eq!(app.runs.load(Ordering::SeqCst), 2);
     // No event id: the key expression gives an empty key, refused with 400.
-    let e = send(&hook, None, &[], "charge.succeeded").await;
-    assert_eq!(e.status, StatusCode::BAD_REQUEST);
-    assert!(String::from_utf8_lossy(&e.body).contains("key-malformed"));
+    let keyless = send(&hook, None, &[], "charge.succeeded").await;
+    assert_eq!(keyless.status, StatusCode::BAD_REQUEST);
+    assert!(String::from_utf8_lossy(&keyless.body).contains("key-malformed"));
 
     let event = format!("{url}/event");
     let body = r#"{"id":"evt_9","kind":"paid"}"#;

@@ -43,6 +43,7 @@ pub trait HandlerResponse {
     fn into_handler_response(self) -> Response;
 }
 
+#[diagnostic::do_not_recommend]
 impl<T: IntoResponse> HandlerResponse for T {
     fn into_handler_response(self) -> Response {
         self.into_response()
@@ -57,6 +58,7 @@ impl<T: IntoResponse> HandlerResponse for T {
 )]
 pub trait EngineInState {}
 
+#[diagnostic::do_not_recommend]
 impl<S> EngineInState for S where Engine: FromRef<S> {}
 
 /// Checks, where the handler names its state, that the state holds an engine.

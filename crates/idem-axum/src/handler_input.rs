@@ -119,6 +119,7 @@ pub trait Fingerprintable {
     fn add_to(&self, fp: &mut FingerprintBuilder, label: &str) -> Result<(), FingerprintError>;
 }
 
+#[diagnostic::do_not_recommend]
 impl<T: Serialize + ?Sized> Fingerprintable for T {
     fn add_to(&self, fp: &mut FingerprintBuilder, label: &str) -> Result<(), FingerprintError> {
         fp.serialize(label, self).map(|_| ())

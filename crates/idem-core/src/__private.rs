@@ -24,6 +24,7 @@ pub type Output<T, E> = Result<Ran<T>, Error<E>>;
 )]
 pub trait Fingerprintable {}
 
+#[diagnostic::do_not_recommend]
 impl<T: Serialize + ?Sized> Fingerprintable for T {}
 
 /// Checks, where the user wrote the parameter, that it can be fingerprinted.
@@ -43,8 +44,9 @@ pub fn add_input<T: Serialize + ?Sized>(
     message = "`#[idempotent]` cannot record `{Self}`: the result is stored and replayed, so it must implement `serde::Serialize` and `serde::de::DeserializeOwned`",
     label = "not `Serialize + DeserializeOwned`"
 )]
-pub trait Recordable {}
+pub trait Recordable: Serialize + DeserializeOwned {}
 
+#[diagnostic::do_not_recommend]
 impl<T: Serialize + DeserializeOwned> Recordable for T {}
 
 /// Checks, on the user's return type, that the success can be recorded.
@@ -53,6 +55,18 @@ pub fn recordable<T: Recordable>() {}
 /// Checks, on the user's error type, that final failures can be recorded and
 /// that the type says which failures are final.
 pub fn recordable_failure<E: Recordable + crate::Failure>() {}
+
+/// [`Engine::run`] for the generated code, bounded only by the traits the
+/// checks above name, so that a type that fails them is reported once.
+pub async fn run<T, E, F, Fut>(engine: &Engine, call: &Call, op: F) -> Output<T, E>
+where
+    T: Recordable,
+    E: Recordable + crate::Failure,
+    F: FnOnce(crate::Claim) -> Fut,
+    Fut: core::future::Future<Output = Result<T, E>>,
+{
+    engine.run(call, op).await
+}
 
 /// A value that names a scope.
 #[diagnostic::on_unimplemented(
@@ -64,6 +78,7 @@ pub trait ScopeValue {
     fn scope_value(&self) -> Scope;
 }
 
+#[diagnostic::do_not_recommend]
 impl<T: Display + ?Sized> ScopeValue for T {
     fn scope_value(&self) -> Scope {
         Scope::new(self.to_string())
@@ -80,6 +95,7 @@ pub trait KeyValue {
     fn key_value(&self) -> Result<crate::IdempotencyKey, crate::KeyError>;
 }
 
+#[diagnostic::do_not_recommend]
 impl<T: Display + ?Sized> KeyValue for T {
     fn key_value(&self) -> Result<crate::IdempotencyKey, crate::KeyError> {
         crate::IdempotencyKey::parse(&self.to_string())

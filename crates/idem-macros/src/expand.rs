@@ -271,13 +271,18 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
             use __idem_p::{ViaKnown as _, ViaSerialize as _};
 
             #(#inner_attrs)*
-            #[allow(clippy::too_many_arguments)]
+            // Async for the handler's sake: an inner body without `.await`
+            // is not the user's mistake.
+            #[allow(clippy::too_many_arguments, clippy::unused_async)]
             #inner #block
 
             #(#states)*
             let __idem_ctx = __idem_ctx.operation(#name) #overrides;
             let mut __idem_fp = __idem_ctx.builder();
             #(#adds)*
+            // The bindings are references here: `&binding` in a key
+            // expression is a needless borrow, not a mistake.
+            #[allow(clippy::needless_borrow, clippy::needless_borrows_for_generic_args)]
             let (__idem_key, __idem_scope) = {
                 #(#bindings)*
                 (#key, #scope)
@@ -327,8 +332,11 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
     } = item;
     let unsafety = sig.unsafety.is_some();
     sig.output = parse_quote!(-> #runtime::Output<#ok, #err>);
+    // The types are checked once each, where the user wrote them; the run
+    // names them through the same traits, so a failure is not repeated.
     let ok_check = quote_spanned!(ok.span()=> #private::recordable::<#ok>(););
     let err_check = quote_spanned!(err.span()=> #private::recordable_failure::<#err>(););
+    let run_call = quote_spanned!(ok.span()=> #private::run::<#ok, #err, _, _>);
     let engine_expr = quote_spanned!(engine.span()=> #private::AsEngine::as_engine(&(#engine)));
     let key_expr = quote_spanned!(key.span()=> #private::key_of(&(#key)));
     let claim = claim
@@ -361,8 +369,7 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
             })()
             .map_err(#private::Error::Fingerprint)?;
             let __idem_call = #private::Call::new(#scope, __idem_key, __idem_fingerprint) #overrides;
-            __idem_engine
-                .run(&__idem_call, move |#claim| async move {
+            #run_call(&__idem_engine, &__idem_call, move |#claim| async move {
                     let _ = &#claim;
                     let __idem_result: ::core::result::Result<#ok, #err> = #body;
                     __idem_result
