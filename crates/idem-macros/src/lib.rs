@@ -18,13 +18,21 @@ use quote::ToTokens;
 /// Makes an async function run at most once per idempotency key, recording its
 /// result and replaying it to every retry.
 ///
-/// **On an axum handler** (no `key` argument, no `&self`): the key comes from
-/// the `Idempotency-Key` header, the [`Engine`] from the router state
-/// (`Engine: FromRef<S>`), the fingerprint covers the method, route, path,
-/// query and every extractor's value except `State` (and `skip`ped ones),
-/// and the response, any `IntoResponse`, is recorded and replayed with the
-/// HTTP semantics of `idem-axum` (400, 409, 422, 503, `Idempotent-Replayed`).
-/// The handler's return type becomes `axum::response::Response`.
+/// The crate you take it from picks the form: `idem_axum::idempotent` is
+/// the handler form unless `engine = ...` is given; `idem_core::idempotent`
+/// is always the function form.
+///
+/// **On an axum handler**: the key comes from the `Idempotency-Key` header
+/// (or `key = <expression>` over the extracted values, which are references
+/// there), the [`Engine`] from the router state (`Engine: FromRef<S>`), the
+/// fingerprint covers the method, route, path, query and every extractor's
+/// whole value, whatever pattern binds it (bodies as bytes, parsed when
+/// JSON; `State` left out; `skip(binding)` leaves a parameter out), and the
+/// response, any `IntoResponse` including `impl IntoResponse`, is recorded and
+/// replayed with the HTTP semantics of `idem-axum` (400, 409, 422, 503,
+/// `Idempotent-Replayed`). The user's function is kept whole inside the
+/// generated handler, which axum routes; that handler returns
+/// `axum::response::Response`.
 ///
 /// ```no_run
 /// use axum::extract::{FromRef, Path, State};
