@@ -158,7 +158,7 @@ impl fmt::Debug for MemoryStoreBuilder {
 
 impl MemoryStoreBuilder {
     /// The most bytes the records may hold (default 256 MiB): their outcomes
-    /// plus about 170 bytes of bookkeeping each.
+    /// plus about 180 bytes of bookkeeping each.
     #[must_use]
     pub fn max_bytes(mut self, max_bytes: usize) -> Self {
         self.max_bytes = max_bytes;
@@ -245,7 +245,11 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 }
 
 fn add(counter: &AtomicUsize, delta: isize) {
-    if delta >= 0 {
+    // Most events change neither count: no write to a line every thread shares.
+    if delta == 0 {
+        return;
+    }
+    if delta > 0 {
         counter.fetch_add(delta.unsigned_abs(), Ordering::SeqCst);
     } else {
         counter.fetch_sub(delta.unsigned_abs(), Ordering::SeqCst);

@@ -1,8 +1,8 @@
-//! One shard of the memory store: its records, the completed ones ordered by
-//! expiry (what eviction takes first), and what they weigh.
+//! One shard of the memory store: its records, the completed ones in the
+//! order they expire (what eviction takes first), and what they weigh.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, VecDeque};
 
 use crate::key::RecordId;
 use crate::machine::{self, Answer, Effect, Event, Record, RecordState};
@@ -11,7 +11,7 @@ use crate::machine::{self, Answer, Effect, Event, Record, RecordState};
 /// record itself and its slot in the map, plus its entry in the expiry index
 /// once completed. An estimate of the heap it holds, not a measurement.
 const BASE: usize = std::mem::size_of::<RecordId>() + std::mem::size_of::<Record>() + 16;
-const INDEXED: usize = std::mem::size_of::<(u64, RecordId)>() + 16;
+const INDEXED: usize = std::mem::size_of::<(u64, RecordId)>();
 
 /// The bytes a record is counted as.
 pub(crate) fn weight(record: &Record) -> usize {
@@ -32,9 +32,13 @@ fn expiry(record: &Record) -> Option<u64> {
 #[derive(Default)]
 pub(crate) struct Shard {
     records: HashMap<RecordId, Record>,
-    /// Completed records by `(expires_at, id)`: the first is the one closest
-    /// to expiry. In-flight claims are not in it, so they are never evicted.
-    by_expiry: BTreeSet<(u64, RecordId)>,
+    /// Completed records as `(expires_at, id)`, one queue per lifetime:
+    /// records completed with the same TTL expire in the order they
+    /// completed, so each queue is in expiry order and appending is O(1).
+    /// An entry whose record has changed since (released, re-completed,
+    /// dropped) is skipped when it reaches the front. In-flight claims are
+    /// never queued, so they are never evicted.
+    queues: Vec<(u64, VecDeque<(u64, RecordId)>)>,
 }
 
 /// What applying an event did to the shard's weight and size.
@@ -51,11 +55,35 @@ fn signed(n: usize) -> isize {
     isize::try_from(n).unwrap_or(isize::MAX)
 }
 
+/// Queues `id`, completed at `now` to expire `at`, behind the records of
+/// the same lifetime.
+fn enqueue(queues: &mut Vec<(u64, VecDeque<(u64, RecordId)>)>, now: u64, at: u64, id: RecordId) {
+    let ttl = at.saturating_sub(now);
+    match queues.iter_mut().find(|(t, _)| *t == ttl) {
+        Some((_, queue)) => queue.push_back((at, id)),
+        None => queues.push((ttl, VecDeque::from([(at, id)]))),
+    }
+}
+
+/// Whether a queue entry still names a completed record expiring then.
+fn current(records: &HashMap<RecordId, Record>, at: u64, id: &RecordId) -> bool {
+    records.get(id).is_some_and(|r| expiry(r) == Some(at))
+}
+
 impl Shard {
-    fn unindex(&mut self, id: &RecordId, record: &Record) {
-        if let Some(at) = expiry(record) {
-            self.by_expiry.remove(&(at, *id));
+    /// Drops the entries at the front of each queue that no longer name
+    /// their record, and the queues left empty.
+    fn trim(&mut self) {
+        let records = &self.records;
+        for (_, queue) in &mut self.queues {
+            while queue
+                .front()
+                .is_some_and(|(at, id)| !current(records, *at, id))
+            {
+                queue.pop_front();
+            }
         }
+        self.queues.retain(|(_, q)| !q.is_empty());
     }
 
     /// Applies `event` to the record at `id` at time `now`. A new record is
@@ -79,13 +107,8 @@ impl Shard {
                         let old_expiry = expiry(found.get());
                         let new_expiry = expiry(&record);
                         *found.get_mut() = record;
-                        if old_expiry != new_expiry {
-                            if let Some(at) = old_expiry {
-                                self.by_expiry.remove(&(at, *id));
-                            }
-                            if let Some(at) = new_expiry {
-                                self.by_expiry.insert((at, *id));
-                            }
+                        if let Some(at) = new_expiry.filter(|_| old_expiry != new_expiry) {
+                            enqueue(&mut self.queues, now, at, *id);
                         }
                         Applied {
                             answer: Some(answer),
@@ -95,7 +118,6 @@ impl Shard {
                     }
                     Effect::Keep if stale => {
                         let gone = found.remove();
-                        self.unindex(id, &gone);
                         Applied {
                             answer: Some(answer),
                             bytes: -signed(weight(&gone)),
@@ -129,7 +151,7 @@ impl Shard {
                 let at = expiry(&record);
                 slot.insert(record);
                 if let Some(at) = at {
-                    self.by_expiry.insert((at, *id));
+                    enqueue(&mut self.queues, now, at, *id);
                 }
                 Applied {
                     answer: Some(answer),
@@ -144,34 +166,36 @@ impl Shard {
     /// and their bytes.
     pub(crate) fn purge(&mut self, now: u64) -> (usize, usize) {
         let (mut count, mut bytes) = (0, 0);
-        let by_expiry = &mut self.by_expiry;
-        self.records.retain(|id, r| {
+        self.records.retain(|_, r| {
             if r.droppable(now) {
                 count += 1;
                 bytes += weight(r);
-                if let Some(at) = expiry(r) {
-                    by_expiry.remove(&(at, *id));
-                }
                 false
             } else {
                 true
             }
         });
+        self.trim();
         (count, bytes)
     }
 
     /// The completed record closest to expiry, if any.
-    pub(crate) fn oldest(&self) -> Option<(u64, RecordId)> {
-        self.by_expiry.first().copied()
+    pub(crate) fn oldest(&mut self) -> Option<(u64, RecordId)> {
+        self.trim();
+        self.queues
+            .iter()
+            .filter_map(|(_, q)| q.front().copied())
+            .min()
     }
 
     /// Evicts the completed record `id` if it still expires at `at`; returns
     /// its bytes.
     pub(crate) fn evict(&mut self, at: u64, id: &RecordId) -> Option<usize> {
-        if !self.by_expiry.remove(&(at, *id)) {
+        if !current(&self.records, at, id) {
             return None;
         }
         let gone = self.records.remove(id)?;
+        self.trim();
         Some(weight(&gone))
     }
 }
