@@ -3,13 +3,12 @@
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::time::Duration;
 
 use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{Method, Uri};
-use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey, OnInFlight, Scope};
+use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey};
 
 use crate::exec::{self, is_json, key_from_headers, key_missing, request_fingerprint, Settings};
 use crate::problem::{Problem, ProblemKind};
@@ -27,9 +26,6 @@ pub struct HandlerContext {
     json: bool,
     settings: Settings,
     operation: Cow<'static, str>,
-    ttl: Option<Duration>,
-    lease: Option<Duration>,
-    on_in_flight: Option<OnInFlight>,
 }
 
 /// What an `#[idempotent]` axum handler returns: any `IntoResponse`.
@@ -81,9 +77,6 @@ where
             json: is_json(&parts.headers),
             settings: Settings::default(),
             operation: Cow::Borrowed("http"),
-            ttl: None,
-            lease: None,
-            on_in_flight: None,
         })
     }
 }
@@ -93,27 +86,6 @@ impl HandlerContext {
     #[must_use]
     pub fn operation(mut self, name: &'static str) -> Self {
         self.operation = Cow::Borrowed(name);
-        self
-    }
-
-    /// Overrides the engine's record lifetime.
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-
-    /// Overrides the engine's lease.
-    #[must_use]
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Overrides what a duplicate in flight gets.
-    #[must_use]
-    pub fn on_in_flight(mut self, on_in_flight: OnInFlight) -> Self {
-        self.on_in_flight = Some(on_in_flight);
         self
     }
 
@@ -161,30 +133,15 @@ impl HandlerContext {
         })
     }
 
-    /// Runs `op` once for `key` in `scope` with the finished fingerprint,
+    /// Runs `op` once for `call` (built by the generated code from the key,
+    /// the scope, the finished fingerprint and the attribute's overrides),
     /// recording its response (see [`Idempotent::run`](crate::Idempotent::run)).
-    pub async fn run<F, Fut, R>(
-        self,
-        key: IdempotencyKey,
-        scope: Scope,
-        fp: &FingerprintBuilder,
-        op: F,
-    ) -> Response
+    pub async fn run<F, Fut, R>(self, call: Call, op: F) -> Response
     where
         F: FnOnce(Claim) -> Fut + Send + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        let mut call = Call::new(scope, key, fp.finish());
-        if let Some(ttl) = self.ttl {
-            call = call.ttl(ttl);
-        }
-        if let Some(lease) = self.lease {
-            call = call.lease(lease);
-        }
-        if let Some(on_in_flight) = self.on_in_flight {
-            call = call.on_in_flight(on_in_flight);
-        }
         exec::respond(self.engine, call, self.settings, op).await
     }
 }

@@ -277,7 +277,7 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
             #inner #block
 
             #(#states)*
-            let __idem_ctx = __idem_ctx.operation(#name) #overrides;
+            let __idem_ctx = __idem_ctx.operation(#name);
             let mut __idem_fp = __idem_ctx.builder();
             #(#adds)*
             // The bindings are references here: `&binding` in a key
@@ -293,8 +293,9 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
                     return #p::IntoResponse::into_response(problem);
                 }
             };
+            let __idem_call = #p::Call::new(__idem_scope, __idem_key, __idem_fp.finish()) #overrides;
             __idem_ctx
-                .run(__idem_key, __idem_scope, &__idem_fp, move |#claim_param| async move {
+                .run(__idem_call, move |#claim_param| async move {
                     #call_inner
                     #respond
                 })
