@@ -174,6 +174,11 @@ async fn form_and_query(
 }
 
 #[idempotent]
+async fn with_headers(State(app): State<App>, headers: HeaderMap) -> String {
+    format!("run {} with {} headers", app.ran(), headers.len())
+}
+
+#[idempotent]
 async fn any_json(State(app): State<App>, Json(value): Json<serde_json::Value>) -> String {
     format!("run {} {}", app.ran(), value["a"])
 }
@@ -232,6 +237,7 @@ async fn start() -> (String, App) {
         .route("/body", post(raw_body))
         .route("/accounts/{account}/transfers", post(form_and_query))
         .route("/json", post(any_json))
+        .route("/headers", post(with_headers))
         .route("/custom", post(custom_extractor))
         .with_state(app.clone());
     (idem_tests::serve(router).await, app)
@@ -450,4 +456,45 @@ async fn form_query_json_value_and_custom_extractors_are_fingerprinted() {
     )
     .await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn a_header_map_is_fingerprinted_but_for_what_changes_between_attempts() {
+    let (url, app) = start().await;
+    let target = format!("{url}/headers");
+    let first = send(
+        &target,
+        Some("h-1"),
+        &[
+            ("x-tier", "gold"),
+            ("authorization", "Bearer t1"),
+            ("x-request-id", "r1"),
+        ],
+        "",
+    )
+    .await;
+    assert!(!first.replayed);
+    // A retry with a refreshed token and a new request id is the same request.
+    let retry = send(
+        &target,
+        Some("h-1"),
+        &[
+            ("x-tier", "gold"),
+            ("authorization", "Bearer t2"),
+            ("x-request-id", "r2"),
+        ],
+        "",
+    )
+    .await;
+    assert!(retry.replayed && retry.body == first.body);
+    // A header that describes the request is part of it.
+    let other = send(
+        &target,
+        Some("h-1"),
+        &[("x-tier", "silver"), ("authorization", "Bearer t2")],
+        "",
+    )
+    .await;
+    assert_eq!(other.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 1);
 }

@@ -36,9 +36,11 @@ use serde::Serialize;
 use crate::handler::HandlerContext;
 use crate::problem::{Problem, ProblemKind};
 
-/// Headers that differ between two attempts of the same request and so are
-/// left out of a `HeaderMap`'s fingerprint: the key itself, hop-by-hop and
-/// framing headers, the date, and tracing identifiers.
+/// Headers that may differ between two attempts of the same request and so
+/// are left out of a `HeaderMap`'s fingerprint: the key itself, hop-by-hop
+/// and framing headers, the date, credentials (tokens rotate between
+/// retries: scope the keys by the principal instead), what the client and
+/// the proxies on the way add, and tracing identifiers.
 pub const PER_ATTEMPT_HEADERS: &[&str] = &[
     "idempotency-key",
     "connection",
@@ -49,10 +51,23 @@ pub const PER_ATTEMPT_HEADERS: &[&str] = &[
     "upgrade",
     "content-length",
     "date",
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "user-agent",
+    "accept-encoding",
+    "forwarded",
+    "via",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-real-ip",
     "traceparent",
     "tracestate",
+    "baggage",
     "x-request-id",
     "x-correlation-id",
+    "x-amzn-trace-id",
 ];
 
 /// The type of a handler parameter, carried without its value.
