@@ -200,32 +200,34 @@ async fn clients_that_hang_up_and_retry_are_debited_once_on_memory() {
     hang_ups_never_debit_twice(addr, 300).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clients_that_hang_up_and_retry_are_debited_once_on_redis() {
-    let prefix = unique_prefix("gives-up");
-    let store = idem_redis::RedisStore::connect(&redis_url())
-        .await
-        .expect("redis")
-        .with_prefix(&format!("{prefix}idem:"));
+/// Hang-ups and retries with the records in `store` (under `prefix`) and
+/// the balances in Redis, as the payments example keeps them.
+async fn on_redis(store: idem_redis::RedisStore, prefix: &str) {
     let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
         .await
         .expect("redis ledger");
-    let addr = start(store, Arc::new(ledger)).await;
+    let addr = start(
+        store.with_prefix(&format!("{prefix}idem:")),
+        Arc::new(ledger),
+    )
+    .await;
     hang_ups_never_debit_twice(addr, 300).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_hang_up_and_retry_are_debited_once_on_redis() {
+    let store = idem_redis::RedisStore::connect(&redis_url())
+        .await
+        .expect("redis");
+    on_redis(store, &unique_prefix("gives-up")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_hang_up_and_retry_are_debited_once_on_redis_cluster() {
-    let prefix = unique_prefix("gives-up-cluster");
     let store = idem_redis::RedisStore::connect_cluster(redis_cluster_nodes())
         .await
-        .expect("redis cluster")
-        .with_prefix(&format!("{prefix}idem:"));
-    let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
-        .await
-        .expect("redis ledger");
-    let addr = start(store, Arc::new(ledger)).await;
-    hang_ups_never_debit_twice(addr, 300).await;
+        .expect("redis cluster");
+    on_redis(store, &unique_prefix("gives-up-cluster")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

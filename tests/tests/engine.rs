@@ -274,6 +274,34 @@ async fn worker_that_gives_up_while_the_claim_is_taken_leaves_the_key_free_at_on
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_that_gives_up_while_a_timed_out_charge_is_released_leaves_the_key_free() {
+    // The carrier timed out (nothing was charged); the worker's own timeout
+    // fires while the engine is still releasing the claim on a slow store.
+    let memory = MemoryStore::new();
+    let store = Arc::new(Faulty {
+        release_delay: Duration::from_millis(200),
+        ..Faulty::new(memory.clone())
+    });
+    let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
+        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+    let c = call("gives-up-during-release", &serde_json::json!("x"));
+    let gone = tokio::time::timeout(
+        Duration::from_millis(50),
+        engine.run(&c, |_| async { Err::<String, _>(PayError::Timeout) }),
+    )
+    .await;
+    assert!(
+        gone.is_err(),
+        "the worker gave up while the claim was being released"
+    );
+    let freed = wait_until_acquirable(&memory, &c, Duration::from_secs(3)).await;
+    assert!(
+        freed,
+        "the release must finish without its caller, not wait for the 60 s lease"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_the_store_refuses_for_a_while_is_retried_until_the_key_is_free() {
     // The provider timed out (a transient failure: nothing was charged), and
     // the store is briefly unreachable when the engine releases the claim.
@@ -535,6 +563,8 @@ struct Faulty {
     begin_answer_delay: Duration,
     failing_releases: AtomicUsize,
     releases: AtomicUsize,
+    /// How long a release takes before it reaches the store.
+    release_delay: Duration,
 }
 
 impl Faulty {
@@ -547,6 +577,7 @@ impl Faulty {
             begin_answer_delay: Duration::ZERO,
             failing_releases: AtomicUsize::new(0),
             releases: AtomicUsize::new(0),
+            release_delay: Duration::ZERO,
         }
     }
 }
@@ -591,6 +622,9 @@ impl Store for Faulty {
         lease: &idem_core::Lease,
     ) -> Result<(), idem_core::StoreError> {
         self.releases.fetch_add(1, Ordering::SeqCst);
+        if !self.release_delay.is_zero() {
+            tokio::time::sleep(self.release_delay).await;
+        }
         let down = self
             .failing_releases
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))

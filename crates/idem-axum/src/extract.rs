@@ -4,20 +4,18 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
-use axum::extract::{FromRef, FromRequestParts, MatchedPath};
+use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
-use http::{Method, Uri};
 use idem_core::{
     Call, Claim, Engine, Fingerprint, FingerprintBuilder, FingerprintError, IdempotencyKey,
     OnInFlight, Scope,
 };
 use serde::Serialize;
 
-use crate::exec::{
-    self, key_from_headers, key_missing, request_fingerprint, RecordPolicy, Settings,
-};
+use crate::exec::{key_from_headers, key_missing, RecordPolicy};
 use crate::problem::Problem;
+use crate::request_head::RequestHead;
 
 /// The idempotency context of one request, for handlers that make themselves
 /// idempotent (and for the `#[idempotent]` attribute).
@@ -60,13 +58,8 @@ use crate::problem::Problem;
 /// ```
 #[derive(Clone, Debug)]
 pub struct Idempotent {
-    engine: Engine,
+    head: RequestHead,
     key: IdempotencyKey,
-    method: Method,
-    route: Option<MatchedPath>,
-    uri: Uri,
-    settings: Settings,
-    operation: Cow<'static, str>,
     ttl: Option<Duration>,
     lease: Option<Duration>,
     on_in_flight: Option<OnInFlight>,
@@ -82,13 +75,8 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let key = key_from_headers(&parts.headers)?.ok_or_else(key_missing)?;
         Ok(Self {
-            engine: Engine::from_ref(state),
+            head: RequestHead::new(parts, state),
             key,
-            method: parts.method.clone(),
-            route: parts.extensions.get::<MatchedPath>().cloned(),
-            uri: parts.uri.clone(),
-            settings: Settings::default(),
-            operation: Cow::Borrowed("http"),
             ttl: None,
             lease: None,
             on_in_flight: None,
@@ -107,7 +95,7 @@ impl Idempotent {
     /// requests mismatch.
     #[must_use]
     pub fn operation(mut self, name: impl Into<Cow<'static, str>>) -> Self {
-        self.operation = name.into();
+        self.head.operation = name.into();
         self
     }
 
@@ -135,27 +123,21 @@ impl Idempotent {
     /// The largest response body recorded (default 1 MiB).
     #[must_use]
     pub fn max_response_body(mut self, bytes: usize) -> Self {
-        self.settings.max_response_body = bytes;
+        self.head.settings.max_response_body = bytes;
         self
     }
 
     /// Which answers are recorded (default: all but 5xx).
     #[must_use]
     pub fn record(mut self, policy: RecordPolicy) -> Self {
-        self.settings.record = policy;
+        self.head.settings.record = policy;
         self
     }
 
     /// A fingerprint of this request's method, route, path and query, to
     /// which a handler adds its parsed inputs.
     pub fn fingerprint_builder(&self) -> FingerprintBuilder {
-        request_fingerprint(
-            &self.operation,
-            &self.method,
-            self.route.as_ref().map(MatchedPath::as_str),
-            self.uri.path(),
-            self.uri.query(),
-        )
+        self.head.builder()
     }
 
     /// The engine call for `input` under `scope`: what [`run`](Self::run) executes.
@@ -214,7 +196,7 @@ impl Idempotent {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        exec::respond(self.engine, call, self.settings, op).await
+        self.head.respond(call, op).await
     }
 }
 

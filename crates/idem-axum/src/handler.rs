@@ -4,28 +4,23 @@
 use std::borrow::Cow;
 use std::future::Future;
 
-use axum::extract::{FromRef, FromRequestParts, MatchedPath};
+use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
-use http::{Method, Uri};
 use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey};
 
-use crate::exec::{self, is_json, key_from_headers, key_missing, request_fingerprint, Settings};
+use crate::exec::{is_json, key_from_headers, key_missing};
 use crate::problem::{Problem, ProblemKind};
+use crate::request_head::RequestHead;
 
 /// The request as the attribute's generated handler sees it before the
 /// user's code runs: the engine, the key header (read, not yet required),
 /// and what the fingerprint starts from.
 #[derive(Debug)]
 pub struct HandlerContext {
-    engine: Engine,
+    head: RequestHead,
     header_key: Result<Option<IdempotencyKey>, Problem>,
-    method: Method,
-    route: Option<MatchedPath>,
-    uri: Uri,
     json: bool,
-    settings: Settings,
-    operation: Cow<'static, str>,
 }
 
 /// What an `#[idempotent]` axum handler returns: any `IntoResponse`.
@@ -69,14 +64,9 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         Ok(Self {
-            engine: Engine::from_ref(state),
+            head: RequestHead::new(parts, state),
             header_key: key_from_headers(&parts.headers),
-            method: parts.method.clone(),
-            route: parts.extensions.get::<MatchedPath>().cloned(),
-            uri: parts.uri.clone(),
             json: is_json(&parts.headers),
-            settings: Settings::default(),
-            operation: Cow::Borrowed("http"),
         })
     }
 }
@@ -85,13 +75,13 @@ impl HandlerContext {
     /// The stable name of the operation.
     #[must_use]
     pub fn operation(mut self, name: &'static str) -> Self {
-        self.operation = Cow::Borrowed(name);
+        self.head.operation = Cow::Borrowed(name);
         self
     }
 
     /// The largest request body read for the fingerprint.
     pub fn max_request_body(&self) -> usize {
-        self.settings.max_request_body
+        self.head.settings.max_request_body
     }
 
     /// Whether the request body is JSON (compared parsed).
@@ -101,13 +91,7 @@ impl HandlerContext {
 
     /// The fingerprint so far: operation, method, route, path and query.
     pub fn builder(&self) -> FingerprintBuilder {
-        request_fingerprint(
-            &self.operation,
-            &self.method,
-            self.route.as_ref().map(MatchedPath::as_str),
-            self.uri.path(),
-            self.uri.query(),
-        )
+        self.head.builder()
     }
 
     /// The key from the `Idempotency-Key` header: 400 if missing or malformed.
@@ -142,6 +126,6 @@ impl HandlerContext {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        exec::respond(self.engine, call, self.settings, op).await
+        self.head.respond(call, op).await
     }
 }

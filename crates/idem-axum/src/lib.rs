@@ -80,6 +80,7 @@ mod layer;
 mod problem;
 mod problem_json;
 mod record;
+mod request_head;
 mod service;
 
 pub use exec::{RecordPolicy, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};

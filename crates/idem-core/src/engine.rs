@@ -651,8 +651,9 @@ impl Engine {
                 Ok(Execution::Executed(value))
             }
             Completion::Release(value) => {
-                guard.state = GuardState::Done;
+                guard.state = GuardState::Releasing;
                 self.release(call, lease).await;
+                guard.state = GuardState::Done;
                 Ok(Execution::Executed(value))
             }
         }
@@ -796,6 +797,8 @@ async fn renew_loop(
 enum GuardState {
     Running,
     Completing(Outcome),
+    /// Nothing took effect and the claim is being released.
+    Releasing,
     Done,
 }
 
@@ -844,6 +847,19 @@ impl Drop for Guard<'_> {
         }
         match std::mem::replace(&mut self.state, GuardState::Done) {
             GuardState::Done => {}
+            // Nothing took effect and the caller went away while the claim
+            // was being released: finish the release in the background, so
+            // that the key is not left claimed for the lease.
+            GuardState::Releasing => {
+                settle_later(
+                    Arc::clone(&self.store),
+                    self.id,
+                    self.lease,
+                    Settle::Release,
+                    self.scope.clone(),
+                    Duration::ZERO,
+                );
+            }
             // The operation ran and its caller went away while its result
             // was being recorded: keep trying in the background while the
             // lease lasts, as after an outage at completion, so that a
