@@ -218,6 +218,25 @@ impl std::fmt::Display for Tenant {
     }
 }
 
+/// Takes only its part of the router state; the engine is another part.
+#[idempotent]
+async fn substate(State(runs): State<Arc<AtomicUsize>>, Json(order): Json<Order>) -> String {
+    let run = runs.fetch_add(1, Ordering::SeqCst) + 1;
+    format!("run {run} {}", order.qty)
+}
+
+/// Passes its claim's fencing token downstream.
+#[idempotent(claim = claim)]
+#[axum::debug_handler]
+async fn with_claim(State(app): State<App>, Json(order): Json<Order>) -> String {
+    format!(
+        "run {} {} token {}",
+        app.ran(),
+        order.qty,
+        claim.fencing_token()
+    )
+}
+
 async fn start() -> (String, App) {
     let app = App {
         engine: Engine::new(MemoryStore::new()),
@@ -239,6 +258,8 @@ async fn start() -> (String, App) {
         .route("/json", post(any_json))
         .route("/headers", post(with_headers))
         .route("/custom", post(custom_extractor))
+        .route("/substate", post(substate))
+        .route("/claim", post(with_claim))
         .with_state(app.clone());
     (idem_tests::serve(router).await, app)
 }
@@ -497,4 +518,39 @@ async fn a_header_map_is_fingerprinted_but_for_what_changes_between_attempts() {
     .await;
     assert_eq!(other.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(app.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn handler_that_takes_part_of_the_state_finds_the_engine_in_the_rest() {
+    let (url, app) = start().await;
+    let order = r#"{"sku":"tea","qty":2,"note":null}"#;
+    let other = r#"{"sku":"tea","qty":3,"note":null}"#;
+    once_replayed_and_other_refused(
+        &format!("{url}/substate"),
+        "part",
+        &[JSON],
+        order,
+        other,
+        &app,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn handler_passes_its_fencing_token_downstream_and_retries_get_the_same_answer() {
+    let (url, app) = start().await;
+    let order = r#"{"sku":"tea","qty":2,"note":null}"#;
+    let other = r#"{"sku":"tea","qty":3,"note":null}"#;
+    once_replayed_and_other_refused(
+        &format!("{url}/claim"),
+        "token",
+        &[JSON],
+        order,
+        other,
+        &app,
+    )
+    .await;
+    let a = send(&format!("{url}/claim"), Some("token"), &[JSON], order).await;
+    let body = String::from_utf8_lossy(&a.body);
+    assert!(body.contains(" token "), "{body}");
 }

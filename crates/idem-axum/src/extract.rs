@@ -58,6 +58,7 @@ use crate::request_head::RequestHead;
 /// ```
 #[derive(Clone, Debug)]
 pub struct Idempotent {
+    engine: Engine,
     head: RequestHead,
     key: IdempotencyKey,
     ttl: Option<Duration>,
@@ -75,7 +76,8 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let key = key_from_headers(&parts.headers)?.ok_or_else(key_missing)?;
         Ok(Self {
-            head: RequestHead::new(parts, state),
+            engine: Engine::from_ref(state),
+            head: RequestHead::new(parts),
             key,
             ttl: None,
             lease: None,
@@ -196,7 +198,7 @@ impl Idempotent {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        self.head.respond(call, op).await
+        self.head.respond(self.engine, call, op).await
     }
 }
 

@@ -2,6 +2,7 @@
 //! extracts first and runs the handler through. Not a public API.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::future::Future;
 
 use axum::extract::{FromRef, FromRequestParts};
@@ -13,11 +14,24 @@ use crate::exec::{is_json, key_from_headers, key_missing};
 use crate::problem::{Problem, ProblemKind};
 use crate::request_head::RequestHead;
 
-/// The request as the attribute's generated handler sees it before the
-/// user's code runs: the engine, the key header (read, not yet required),
-/// and what the fingerprint starts from.
+/// What the attribute's generated handler extracts before the user's
+/// extractors: the router state (for its engine) and the request.
+///
+/// The handler is generic over the router state `S` and asks
+/// `S: EngineInState` in its `where` clause, so that a router whose state
+/// has no engine is told so where the handler is routed, in one error
+/// naming `Engine` and `FromRef`, instead of failing axum's `Handler` bound.
 #[derive(Debug)]
-pub struct HandlerContext {
+pub struct HandlerContext<S> {
+    state: S,
+    request: HandlerRequest,
+}
+
+/// The request as the generated handler sees it before the user's code
+/// runs: the key header (read, not yet required), and what the
+/// fingerprint starts from.
+#[derive(Debug)]
+pub struct HandlerRequest {
     head: RequestHead,
     header_key: Result<Option<IdempotencyKey>, Problem>,
     json: bool,
@@ -44,41 +58,73 @@ impl<T: IntoResponse> HandlerResponse for T {
 /// The router state of an `#[idempotent]` handler must hold an engine.
 #[diagnostic::on_unimplemented(
     message = "the router state `{Self}` has no `idem_core::Engine`, which `#[idempotent]` handlers take from it",
-    label = "no `Engine` in this state",
+    label = "routed with state `{Self}`, which has no `Engine`",
     note = "add a field `engine: idem_core::Engine` to `{Self}` and `#[derive(axum::extract::FromRef)]`, or implement `axum::extract::FromRef<{Self}> for idem_core::Engine`"
 )]
-pub trait EngineInState {}
+pub trait EngineInState: Clone + Send + Sync + 'static {
+    /// The engine.
+    fn engine(&self) -> Engine;
+}
 
 #[diagnostic::do_not_recommend]
-impl<S> EngineInState for S where Engine: FromRef<S> {}
-
-/// Checks, where the handler names its state, that the state holds an engine.
-pub fn engine_in_state<S: EngineInState>() {}
-
-impl<S> FromRequestParts<S> for HandlerContext
+impl<S> EngineInState for S
 where
     Engine: FromRef<S>,
-    S: Send + Sync,
+    S: Clone + Send + Sync + 'static,
+{
+    fn engine(&self) -> Engine {
+        Engine::from_ref(self)
+    }
+}
+
+impl<S> FromRequestParts<S> for HandlerContext<S>
+where
+    S: Clone + Send + Sync,
 {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         Ok(Self {
-            head: RequestHead::new(parts, state),
-            header_key: key_from_headers(&parts.headers),
-            json: is_json(&parts.headers),
+            state: state.clone(),
+            request: HandlerRequest {
+                head: RequestHead::new(parts),
+                header_key: key_from_headers(&parts.headers),
+                json: is_json(&parts.headers),
+            },
         })
     }
 }
 
-impl HandlerContext {
+impl<S> HandlerContext<S> {
     /// The stable name of the operation.
     #[must_use]
     pub fn operation(mut self, name: &'static str) -> Self {
-        self.head.operation = Cow::Borrowed(name);
+        self.request.head.operation = Cow::Borrowed(name);
         self
     }
 
+    /// The request.
+    pub fn request(&self) -> &HandlerRequest {
+        &self.request
+    }
+
+    /// Runs `op` once for `call` (built by the generated code from the key,
+    /// the scope, the finished fingerprint and the attribute's overrides),
+    /// recording its response (see [`Idempotent::run`](crate::Idempotent::run)).
+    pub async fn run<F, Fut, R>(self, call: Call, op: F) -> Response
+    where
+        S: EngineInState,
+        F: FnOnce(Claim) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
+    {
+        let engine = self.state.engine();
+        drop(self.state);
+        self.request.head.respond(engine, call, op).await
+    }
+}
+
+impl HandlerRequest {
     /// The largest request body read for the fingerprint.
     pub fn max_request_body(&self) -> usize {
         self.head.settings.max_request_body
@@ -116,16 +162,29 @@ impl HandlerContext {
             )
         })
     }
+}
 
-    /// Runs `op` once for `call` (built by the generated code from the key,
-    /// the scope, the finished fingerprint and the attribute's overrides),
-    /// recording its response (see [`Idempotent::run`](crate::Idempotent::run)).
-    pub async fn run<F, Fut, R>(self, call: Call, op: F) -> Response
-    where
-        F: FnOnce(Claim) -> Fut + Send + 'static,
-        Fut: Future<Output = R> + Send + 'static,
-        R: IntoResponse,
-    {
-        self.head.respond(call, op).await
-    }
+tokio::task_local! {
+    /// The claim of the running handler, for its `claim = ...` binding.
+    static CLAIM: Cell<Option<Claim>>;
+}
+
+/// Runs the user's function (`inner`) with `claim` for its `claim = ...`
+/// binding, so that the function keeps the signature the user wrote.
+pub async fn with_claim<F: Future>(claim: Claim, inner: F) -> F::Output {
+    CLAIM.scope(Cell::new(Some(claim)), inner).await
+}
+
+/// The claim [`with_claim`] holds, taken once by the user's function.
+///
+/// # Panics
+///
+/// Outside [`with_claim`], or a second time: only the generated code calls
+/// it, once, first thing in the function it runs there.
+pub fn take_claim() -> Claim {
+    CLAIM
+        .try_with(Cell::take)
+        .ok()
+        .flatten()
+        .expect("`#[idempotent]` runs the handler with its claim")
 }

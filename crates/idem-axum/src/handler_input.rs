@@ -33,7 +33,7 @@ use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use idem_core::{FingerprintBuilder, FingerprintError};
 use serde::Serialize;
 
-use crate::handler::HandlerContext;
+use crate::handler::HandlerRequest;
 use crate::problem::{Problem, ProblemKind};
 
 /// Headers that may differ between two attempts of the same request and so
@@ -178,7 +178,7 @@ impl InnerTag {
     pub async fn add<W>(
         self,
         value: W,
-        _: &HandlerContext,
+        _: &HandlerRequest,
         fp: &mut FingerprintBuilder,
         label: &str,
     ) -> Added<W>
@@ -199,7 +199,7 @@ impl SerializeTag {
     pub async fn add<T: Fingerprintable>(
         self,
         value: T,
-        _: &HandlerContext,
+        _: &HandlerRequest,
         fp: &mut FingerprintBuilder,
         label: &str,
     ) -> Added<T> {
@@ -216,7 +216,7 @@ impl SkipTag {
     pub async fn add<T>(
         self,
         value: T,
-        _: &HandlerContext,
+        _: &HandlerRequest,
         _: &mut FingerprintBuilder,
         _: &str,
     ) -> Added<T> {
@@ -232,7 +232,7 @@ impl HeaderTag {
     pub async fn add(
         self,
         value: HeaderMap,
-        _: &HandlerContext,
+        _: &HandlerRequest,
         fp: &mut FingerprintBuilder,
         label: &str,
     ) -> Added<HeaderMap> {
@@ -330,12 +330,12 @@ impl BodyTag {
     pub async fn add<T: BodyValue>(
         self,
         value: T,
-        ctx: &HandlerContext,
+        request: &HandlerRequest,
         fp: &mut FingerprintBuilder,
         label: &str,
     ) -> Added<T> {
-        let (bytes, rest) = value.take(ctx.max_request_body()).await?;
-        let json = ctx
+        let (bytes, rest) = value.take(request.max_request_body()).await?;
+        let json = request
             .is_json()
             .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
             .flatten();

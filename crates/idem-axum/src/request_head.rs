@@ -1,10 +1,10 @@
 //! `RequestHead`: what the extractor and the attribute's handler take from a
-//! request before the handler runs, and where its fingerprint starts.
+//! request's head before the handler runs, and where its fingerprint starts.
 
 use std::borrow::Cow;
 use std::future::Future;
 
-use axum::extract::{FromRef, MatchedPath};
+use axum::extract::MatchedPath;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{Method, Uri};
@@ -12,11 +12,9 @@ use idem_core::{Call, Claim, Engine, FingerprintBuilder};
 
 use crate::exec::{self, request_fingerprint, Settings};
 
-/// The engine from the router state, the request line, the settings and the
-/// operation's name.
+/// The request line, the settings and the operation's name.
 #[derive(Clone, Debug)]
 pub(crate) struct RequestHead {
-    engine: Engine,
     method: Method,
     route: Option<MatchedPath>,
     uri: Uri,
@@ -25,13 +23,9 @@ pub(crate) struct RequestHead {
 }
 
 impl RequestHead {
-    /// Reads the head of the request in `parts`, the engine from `state`.
-    pub(crate) fn new<S>(parts: &Parts, state: &S) -> Self
-    where
-        Engine: FromRef<S>,
-    {
+    /// Reads the head of the request in `parts`.
+    pub(crate) fn new(parts: &Parts) -> Self {
         Self {
-            engine: Engine::from_ref(state),
             method: parts.method.clone(),
             route: parts.extensions.get::<MatchedPath>().cloned(),
             uri: parts.uri.clone(),
@@ -51,13 +45,13 @@ impl RequestHead {
         )
     }
 
-    /// Runs `op` once for `call`, recording its response.
-    pub(crate) async fn respond<F, Fut, R>(self, call: Call, op: F) -> Response
+    /// Runs `op` once for `call` on `engine`, recording its response.
+    pub(crate) async fn respond<F, Fut, R>(self, engine: Engine, call: Call, op: F) -> Response
     where
         F: FnOnce(Claim) -> Fut + Send + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        exec::respond(self.engine, call, self.settings, op).await
+        exec::respond(engine, call, self.settings, op).await
     }
 }

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::result_codec::ResultCodec;
+pub use crate::result_codec::{ErrCodec, OkCodec};
 pub use crate::{
     Call, Claim, Engine, Error, Fingerprint, FingerprintBuilder, FingerprintError, OnInFlight, Ran,
     Scope,
@@ -15,6 +17,25 @@ pub use core::time::Duration;
 
 /// What an `#[idempotent]` function returns in place of `Result<T, E>`.
 pub type Output<T, E> = Result<Ran<T>, Error<E>>;
+
+// The generated code names nothing here whose name a std item shares
+// (`Error`, `Scope`, `Duration`): with a wrong `crate = "..."`, rustc would
+// suggest imports for those and report the wrong path once per name.
+
+/// The scope of an attribute without `scope = ...`.
+pub fn global_scope() -> Scope {
+    Scope::global()
+}
+
+/// The function form's answer to a key that is not valid.
+pub fn invalid_key<E>(e: crate::KeyError) -> Error<E> {
+    Error::InvalidKey(e)
+}
+
+/// The function form's answer to inputs that cannot be fingerprinted.
+pub fn fingerprint_error<E>(e: FingerprintError) -> Error<E> {
+    Error::Fingerprint(e)
+}
 
 /// A value the fingerprint can include.
 #[diagnostic::on_unimplemented(
@@ -49,23 +70,33 @@ pub trait Recordable: Serialize + DeserializeOwned {}
 #[diagnostic::do_not_recommend]
 impl<T: Serialize + DeserializeOwned> Recordable for T {}
 
-/// Checks, on the user's return type, that the success can be recorded.
-pub fn recordable<T: Recordable>() {}
+/// The codec of the user's success type, made (and checked) where the user
+/// wrote it.
+pub fn recordable<T: Recordable>() -> OkCodec<T> {
+    OkCodec::new()
+}
 
-/// Checks, on the user's error type, that final failures can be recorded and
-/// that the type says which failures are final.
-pub fn recordable_failure<E: Recordable + crate::Failure>() {}
+/// The codec of the user's error type, made where the user wrote it: final
+/// failures are recorded, and the type says which failures are final.
+pub fn recordable_failure<E: Recordable + crate::Failure>() -> ErrCodec<E> {
+    ErrCodec::new()
+}
 
-/// [`Engine::run`] for the generated code, bounded only by the traits the
-/// checks above name, so that a type that fails them is reported once.
-pub async fn run<T, E, F, Fut>(engine: &Engine, call: &Call, op: F) -> Output<T, E>
+/// [`Engine::run`] for the generated code with the codecs made above. It
+/// bounds neither type, so a type that cannot be recorded is reported once,
+/// where the user wrote it.
+pub async fn run<T, E, F, Fut>(
+    engine: &Engine,
+    call: &Call,
+    ok: OkCodec<T>,
+    err: ErrCodec<E>,
+    op: F,
+) -> Output<T, E>
 where
-    T: Recordable,
-    E: Recordable + crate::Failure,
     F: FnOnce(crate::Claim) -> Fut,
     Fut: core::future::Future<Output = Result<T, E>>,
 {
-    engine.run(call, op).await
+    engine.run_with(call, ResultCodec { ok, err }, op).await
 }
 
 /// A value that names a scope.

@@ -1,6 +1,5 @@
 //! The `Engine`: runs an operation once per idempotency key.
 
-use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,14 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::error::{CodecError, Error};
+use crate::error::Error;
+use crate::failure::Failure;
 use crate::fingerprint::Fingerprint;
 use crate::key::{IdempotencyKey, RecordId, Scope};
 use crate::pending_begin::PendingBegin;
+use crate::ran::Ran;
+use crate::result_codec::{ErrCodec, OkCodec, ResultCodec};
 use crate::settle::{settle_later, Settle, FIRST_PAUSE};
 use crate::store::{Begin, FencingToken, Lease, Outcome, Store, StoreError};
 
@@ -180,82 +182,6 @@ impl Call {
     }
 }
 
-/// Whether a result was produced now or replayed from the record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ran<T> {
-    /// The operation ran in this call.
-    Executed(T),
-    /// The operation had run before; this is its recorded result.
-    Replayed(T),
-}
-
-impl<T> Ran<T> {
-    /// The value, however it was obtained.
-    pub fn into_inner(self) -> T {
-        match self {
-            Ran::Executed(t) | Ran::Replayed(t) => t,
-        }
-    }
-
-    /// A reference to the value.
-    pub fn get(&self) -> &T {
-        match self {
-            Ran::Executed(t) | Ran::Replayed(t) => t,
-        }
-    }
-
-    /// Whether the value is a replay.
-    pub fn is_replayed(&self) -> bool {
-        matches!(self, Ran::Replayed(_))
-    }
-
-    /// Maps the value, keeping how it was obtained.
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Ran<U> {
-        match self {
-            Ran::Executed(t) => Ran::Executed(f(t)),
-            Ran::Replayed(t) => Ran::Replayed(f(t)),
-        }
-    }
-}
-
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` does not say whether a failure is final or transient",
-    label = "implement `idem_core::Failure` for this error type",
-    note = "final failures (\"insufficient funds\") are recorded and replayed; transient ones (\"timeout\") release the claim so that a retry runs again"
-)]
-/// Says whether an operation's error is final (recorded and replayed to every
-/// retry, like "insufficient funds") or transient (the claim is released so a
-/// retry runs the operation again, like "provider timed out").
-pub trait Failure {
-    /// `true` if the failure is recorded, `false` if the claim is released.
-    fn is_final(&self) -> bool;
-}
-
-impl Failure for Infallible {
-    fn is_final(&self) -> bool {
-        match *self {}
-    }
-}
-
-/// The error type of an operation that cannot fail, for [`Engine::run`]
-/// (which needs a serializable error type, which `Infallible` is not).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Never {}
-
-impl Failure for Never {
-    fn is_final(&self) -> bool {
-        match *self {}
-    }
-}
-
-impl fmt::Display for Never {
-    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {}
-    }
-}
-
-impl std::error::Error for Never {}
-
 /// The claim an operation runs under, handed to the operation.
 ///
 /// Pass [`fencing_token`](Self::fencing_token) to downstream systems so that
@@ -419,39 +345,6 @@ impl fmt::Debug for Engine {
     }
 }
 
-/// The engine's encoding of a `Result` in a record.
-#[derive(Serialize, Deserialize)]
-enum Recorded<T, E> {
-    #[serde(rename = "ok")]
-    Ok(T),
-    #[serde(rename = "err")]
-    Err(E),
-}
-
-/// Encodes a result the way [`Engine::run`] records it. Store adapters that
-/// complete a record inside a transaction use this so that replays decode.
-pub fn encode_result<T: Serialize, E: Serialize>(
-    result: &Result<T, E>,
-) -> Result<Outcome, CodecError> {
-    let recorded: Recorded<&T, &E> = match result {
-        Ok(t) => Recorded::Ok(t),
-        Err(e) => Recorded::Err(e),
-    };
-    serde_json::to_vec(&recorded)
-        .map(Outcome::new)
-        .map_err(CodecError::encode)
-}
-
-fn decode_result<T: DeserializeOwned, E: DeserializeOwned>(
-    outcome: &Outcome,
-) -> Result<Result<T, E>, CodecError> {
-    match serde_json::from_slice::<Recorded<T, E>>(outcome.as_bytes()) {
-        Ok(Recorded::Ok(t)) => Ok(Ok(t)),
-        Ok(Recorded::Err(e)) => Ok(Err(e)),
-        Err(e) => Err(CodecError::decode(e)),
-    }
-}
-
 impl Engine {
     /// An engine over `store` with the default [`Policy`].
     pub fn new(store: impl Store) -> Self {
@@ -511,17 +404,33 @@ impl Engine {
         F: FnOnce(Claim) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        let codec = ResultCodec {
+            ok: OkCodec::new(),
+            err: ErrCodec::new(),
+        };
+        self.run_with(call, codec, op).await
+    }
+
+    /// [`run`](Self::run) with a codec made elsewhere (by the attribute's
+    /// generated code, where the user wrote each type).
+    pub(crate) async fn run_with<T, E, F, Fut>(
+        &self,
+        call: &Call,
+        codec: ResultCodec<T, E>,
+        op: F,
+    ) -> Result<Ran<T>, Error<E>>
+    where
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let codec = &codec;
         let executed = self
             .execute(call, |claim| async move {
                 let result = op(claim).await;
-                let record = match &result {
-                    Ok(_) => true,
-                    Err(e) => e.is_final(),
-                };
-                if !record {
+                if !codec.is_recorded(&result) {
                     return Completion::Release(Ok(result));
                 }
-                match encode_result(&result) {
+                match codec.encode(&result) {
                     Ok(outcome) => Completion::Record {
                         value: Ok(result),
                         outcome,
@@ -537,7 +446,7 @@ impl Engine {
             Execution::Executed(Ok(Ok(t))) => Ok(Ran::Executed(t)),
             Execution::Executed(Ok(Err(e))) => Err(Error::Failed(Ran::Executed(e))),
             Execution::Executed(Err(codec)) => Err(Error::Codec(codec)),
-            Execution::Replayed(outcome) => match decode_result::<T, E>(&outcome) {
+            Execution::Replayed(outcome) => match codec.decode(&outcome) {
                 Ok(Ok(t)) => Ok(Ran::Replayed(t)),
                 Ok(Err(e)) => Err(Error::Failed(Ran::Replayed(e))),
                 Err(codec) => {

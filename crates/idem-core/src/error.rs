@@ -5,7 +5,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::Ran;
+use crate::ran::Ran;
 use crate::store::StoreError;
 
 /// Why [`Engine::run`](crate::Engine::run) or

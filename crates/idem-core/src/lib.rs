@@ -62,24 +62,27 @@
 
 mod engine;
 mod error;
+mod failure;
 mod fingerprint;
 mod key;
 pub mod machine;
 pub mod memory;
 mod pending_begin;
+mod ran;
+mod result_codec;
 mod settle;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use engine::{
-    encode_result, Call, Claim, Completion, Engine, Execution, Failure, Never, OnInFlight, Policy,
-    Ran, DEFAULT_LEASE,
-};
+pub use engine::{Call, Claim, Completion, Engine, Execution, OnInFlight, Policy, DEFAULT_LEASE};
 pub use error::{CodecError, Error};
+pub use failure::{Failure, Never};
 pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
 pub use key::{IdempotencyKey, KeyError, RecordId, Scope, MAX_KEY_LEN};
 pub use memory::{MemoryStore, WhenFull};
+pub use ran::Ran;
+pub use result_codec::encode_result;
 pub use store::{Begin, FencingToken, Lease, Outcome, Store, StoreError, StoreErrorKind};
 
 /// The `async_trait` attribute used by [`Store`], re-exported so that store

@@ -17,9 +17,9 @@ fn nanos(d: std::time::Duration) -> u64 {
 /// What both forms share: the runtime path, the call's policy overrides, the
 /// scope, the fingerprint's inputs and the claim's binding.
 struct Common {
-    /// The runtime as the body names it: `__idem_p`, imported once.
-    private: TokenStream,
-    /// The runtime's path, for the signature and that one import.
+    /// The runtime's path. The generated code names it by path only, never
+    /// through a `use`: a wrong `crate = "..."` then fails the same way at
+    /// every use, on the same token, and rustc reports it once.
     runtime: TokenStream,
     name: String,
     overrides: TokenStream,
@@ -34,24 +34,24 @@ struct Common {
 fn common(plan: &Plan) -> Common {
     let krate = &plan.krate;
     let runtime = quote!(#krate::__private);
-    let private = quote!(__idem_p);
+    let private = &runtime;
     let ttl = plan.ttl.map(|d| {
         let n = nanos(d);
-        quote!(.ttl(#private::Duration::from_nanos(#n)))
+        quote!(.ttl(::core::time::Duration::from_nanos(#n)))
     });
     let lease = plan.lease.map(|d| {
         let n = nanos(d);
-        quote!(.lease(#private::Duration::from_nanos(#n)))
+        quote!(.lease(::core::time::Duration::from_nanos(#n)))
     });
     let on_conflict = plan.on_conflict.as_ref().map(|c| match c {
         OnConflict::Reject => quote!(.on_in_flight(#private::OnInFlight::Reject)),
         OnConflict::Wait(d) => {
             let n = nanos(*d);
-            quote!(.on_in_flight(#private::OnInFlight::Wait { max: #private::Duration::from_nanos(#n) }))
+            quote!(.on_in_flight(#private::OnInFlight::Wait { max: ::core::time::Duration::from_nanos(#n) }))
         }
     });
     let scope = plan.scope.as_ref().map_or_else(
-        || quote!(#private::Scope::global()),
+        || quote!(#private::global_scope()),
         |id| quote_spanned!(id.span()=> #private::ScopeValue::scope_value(&#id)),
     );
     // Each fingerprinted input is checked where the user wrote it.
@@ -73,7 +73,6 @@ fn common(plan: &Plan) -> Common {
         })
         .collect();
     Common {
-        private,
         runtime,
         name: plan.name.clone(),
         overrides: quote!(#ttl #lease #on_conflict),
@@ -110,6 +109,15 @@ fn is_instrument(attr: &Attribute) -> bool {
         .is_some_and(|s| s.ident == "instrument")
 }
 
+/// Whether an attribute is axum's `#[debug_handler]`, which checks the
+/// user's own signature and so goes on the function that keeps it.
+fn is_debug_handler(attr: &Attribute) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "debug_handler")
+}
+
 /// A pattern that binds the same names by reference to the value: `mut`,
 /// `ref` and `ref mut` go, so that default binding modes apply.
 fn by_reference(pat: &Pat) -> Pat {
@@ -139,12 +147,15 @@ struct Handler {
 }
 
 fn handler(sig: &syn::Signature, axum: &AxumMode, runtime: &TokenStream) -> Handler {
-    let p = quote!(__idem_p);
+    let p = runtime;
     let mut outer = sig.clone();
+    // Generic over the router state, which must hold an engine: a router
+    // without one is told so where it routes the handler. In argument
+    // position, so that a generic handler's turbofish stays the user's.
     outer.inputs = Punctuated::new();
-    outer
-        .inputs
-        .push(parse_quote!(__idem_ctx: #runtime::HandlerContext));
+    outer.inputs.push(parse_quote!(
+        __idem_ctx: #runtime::HandlerContext<impl #runtime::EngineInState>
+    ));
     outer.output = parse_quote!(-> #runtime::Response);
     let mut args = Vec::new();
     let mut adds = Vec::new();
@@ -161,7 +172,7 @@ fn handler(sig: &syn::Signature, axum: &AxumMode, runtime: &TokenStream) -> Hand
             let value = Ident::new(&arg.to_string(), ty.span());
             adds.push(quote_spanned! {ty.span()=>
                 let #arg = match { (&#p::tag(&#arg)).tag_kind() }
-                    .add(#value, &__idem_ctx, &mut __idem_fp, #label)
+                    .add(#value, __idem_ctx.request(), &mut __idem_fp, #label)
                     .await
                 {
                     ::core::result::Result::Ok(v) => v,
@@ -198,15 +209,19 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
         scoped,
         ..
     } = c;
-    let p = quote!(__idem_p);
+    let p = runtime;
     let ItemFn {
         attrs,
         vis,
         sig,
         block,
     } = item;
-    let outer_attrs = attrs.iter().filter(|a| !is_instrument(a));
-    let inner_attrs = attrs.iter().filter(|a| is_instrument(a) || is_lint(a));
+    let outer_attrs = attrs
+        .iter()
+        .filter(|a| !is_instrument(a) && !is_debug_handler(a));
+    let inner_attrs = attrs
+        .iter()
+        .filter(|a| is_instrument(a) || is_debug_handler(a) || is_lint(a));
 
     // In the handler, bindings are references: the scope is their value.
     let scope = match &axum.scope {
@@ -219,14 +234,10 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
         adds,
         bindings,
     } = handler(&sig, axum, runtime);
-    let states = axum
-        .states
-        .iter()
-        .map(|s| quote_spanned!(s.span()=> #p::engine_in_state::<#s>();));
     let key = if let Some(expr) = &axum.key {
-        quote_spanned!(expr.span()=> __idem_ctx.expression_key(&(#expr)))
+        quote_spanned!(expr.span()=> __idem_ctx.request().expression_key(&(#expr)))
     } else {
-        quote!(__idem_ctx.header_key())
+        quote!(__idem_ctx.request().header_key())
     };
     // Bindings are only needed by `key = ...` and `scope = ...`.
     let bindings = if axum.key.is_some() || *scoped {
@@ -235,26 +246,11 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
         Vec::new()
     };
 
-    // The user's function, unchanged but for its name and the claim.
-    let mut inner = sig.clone();
-    inner.ident = format_ident!("__idem_inner");
-    let (claim_param, claim_arg) = match &claim {
-        Some(claim) => {
-            inner.inputs.push(parse_quote!(#claim: #p::Claim));
-            (quote!(__idem_claim), quote!(__idem_claim))
-        }
-        None => (quote!(_), quote!()),
-    };
-    let call_inner = if sig.unsafety.is_some() {
-        quote! {
-            #[allow(unused_unsafe)]
-            // SAFETY: the caller of the handler upholds what the user's
-            // `unsafe fn` asks, as it would without the attribute.
-            let __idem_out = unsafe { __idem_inner(#(#args,)* #claim_arg) };
-        }
-    } else {
-        quote!(let __idem_out = __idem_inner(#(#args,)* #claim_arg);)
-    };
+    let Inner {
+        item: inner,
+        call: call_inner,
+        claim_param,
+    } = inner(&sig, &block, claim.as_ref(), &args, p);
 
     // A return type that is not a response is reported there, once.
     let ret_span = match &sig.output {
@@ -266,19 +262,16 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
     quote! {
         #(#outer_attrs)*
         #vis #outer {
-            use #runtime as __idem_p;
-            #[allow(unused_imports)]
-            use __idem_p::{ViaKnown as _, ViaSerialize as _};
+            #runtime::import_tags!();
 
             #(#inner_attrs)*
             // Async for the handler's sake: an inner body without `.await`
             // is not the user's mistake.
             #[allow(clippy::too_many_arguments, clippy::unused_async)]
-            #inner #block
+            #inner
 
-            #(#states)*
             let __idem_ctx = __idem_ctx.operation(#name);
-            let mut __idem_fp = __idem_ctx.builder();
+            let mut __idem_fp = __idem_ctx.request().builder();
             #(#adds)*
             // The bindings are references here: `&binding` in a key
             // expression is a needless borrow, not a mistake.
@@ -304,12 +297,65 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
     }
 }
 
+/// The user's function inside the handler, and how the handler calls it.
+struct Inner {
+    item: TokenStream,
+    /// `let __idem_out = ...;`: the call, with the claim if asked for.
+    call: TokenStream,
+    /// The operation's parameter: the claim, or `_`.
+    claim_param: TokenStream,
+}
+
+/// The user's function, unchanged but for its name; with `claim = ...` its
+/// body first takes the claim the handler runs it with, so that its
+/// signature stays the user's (for `#[debug_handler]`, say).
+fn inner(
+    sig: &syn::Signature,
+    block: &syn::Block,
+    claim: Option<&Ident>,
+    args: &[Ident],
+    p: &TokenStream,
+) -> Inner {
+    let mut inner = sig.clone();
+    inner.ident = format_ident!("__idem_inner");
+    let block = if let Some(claim) = claim {
+        quote!({
+            let #claim: #p::Claim = #p::take_claim();
+            #block
+        })
+    } else {
+        quote!(#block)
+    };
+    let call = if sig.unsafety.is_some() {
+        quote! {
+            #[allow(unused_unsafe)]
+            // SAFETY: the caller of the handler upholds what the user's
+            // `unsafe fn` asks, as it would without the attribute.
+            unsafe { __idem_inner(#(#args),*) }
+        }
+    } else {
+        quote!(__idem_inner(#(#args),*))
+    };
+    if claim.is_some() {
+        Inner {
+            item: quote!(#inner #block),
+            call: quote!(let __idem_out = #p::with_claim(__idem_claim, #call);),
+            claim_param: quote!(__idem_claim),
+        }
+    } else {
+        Inner {
+            item: quote!(#inner #block),
+            call: quote!(let __idem_out = #call;),
+            claim_param: quote!(_),
+        }
+    }
+}
+
 /// Any other async function: `Result<T, E>` becomes `Result<Ran<T>, Error<E>>`.
 /// The signature is kept as written (receiver, `unsafe`, generics,
 /// attributes) but for its return type.
 fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
     let Common {
-        private,
         runtime,
         name,
         overrides,
@@ -319,6 +365,7 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
         claim,
         ..
     } = c;
+    let private = runtime;
     let PlainMode {
         key,
         engine,
@@ -333,11 +380,12 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
     } = item;
     let unsafety = sig.unsafety.is_some();
     sig.output = parse_quote!(-> #runtime::Output<#ok, #err>);
-    // The types are checked once each, where the user wrote them; the run
-    // names them through the same traits, so a failure is not repeated.
-    let ok_check = quote_spanned!(ok.span()=> #private::recordable::<#ok>(););
-    let err_check = quote_spanned!(err.span()=> #private::recordable_failure::<#err>(););
-    let run_call = quote_spanned!(ok.span()=> #private::run::<#ok, #err, _, _>);
+    // Each type's codec is made where the user wrote the type, which is
+    // where a type that cannot be recorded is reported; the run bounds
+    // neither, so the failure is not repeated.
+    let ok_codec = quote_spanned!(ok.span()=> let __idem_ok = #private::recordable::<#ok>(););
+    let err_codec =
+        quote_spanned!(err.span()=> let __idem_err = #private::recordable_failure::<#err>(););
     let engine_expr = quote_spanned!(engine.span()=> #private::AsEngine::as_engine(&(#engine)));
     let key_expr = quote_spanned!(key.span()=> #private::key_of(&(#key)));
     let claim = claim
@@ -357,20 +405,19 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
         #(#attrs)*
         #vis #sig
         {
-            use #runtime as __idem_p;
-            #ok_check
-            #err_check
+            #ok_codec
+            #err_codec
             #(#checks)*
             let __idem_engine: #private::Engine = ::core::clone::Clone::clone(#engine_expr);
-            let __idem_key = #key_expr.map_err(#private::Error::InvalidKey)?;
+            let __idem_key = #key_expr.map_err(#private::invalid_key)?;
             let __idem_fingerprint = (|| -> ::core::result::Result<#private::Fingerprint, #private::FingerprintError> {
                 let mut __idem_builder = #private::Fingerprint::builder(#name);
                 #(#adds)*
                 ::core::result::Result::Ok(__idem_builder.finish())
             })()
-            .map_err(#private::Error::Fingerprint)?;
+            .map_err(#private::fingerprint_error)?;
             let __idem_call = #private::Call::new(#scope, __idem_key, __idem_fingerprint) #overrides;
-            #run_call(&__idem_engine, &__idem_call, move |#claim| async move {
+            #private::run(&__idem_engine, &__idem_call, __idem_ok, __idem_err, move |#claim| async move {
                     let _ = &#claim;
                     let __idem_result: ::core::result::Result<#ok, #err> = #body;
                     __idem_result

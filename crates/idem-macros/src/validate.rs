@@ -55,8 +55,6 @@ pub(crate) struct AxumMode {
     pub(crate) scope: Option<Ident>,
     /// Per parameter, in order: whether `skip` leaves it out.
     pub(crate) skipped: Vec<bool>,
-    /// The `S` of each `State<S>` parameter, to check that it holds an engine.
-    pub(crate) states: Vec<Type>,
 }
 
 /// A parameter binding that goes into the fingerprint.
@@ -83,24 +81,6 @@ struct Param {
     bindings: Vec<Ident>,
     /// `State(..)`: the router state, never fingerprinted.
     is_state: bool,
-    /// `S` of a `State<S>` type.
-    state_type: Option<Type>,
-}
-
-/// `S` of `State<S>`, by the last path segment.
-fn state_type(ty: &Type) -> Option<Type> {
-    let Type::Path(tp) = ty else { return None };
-    let last = tp.path.segments.last()?;
-    if last.ident != "State" {
-        return None;
-    }
-    let PathArguments::AngleBracketed(args) = &last.arguments else {
-        return None;
-    };
-    args.args.iter().find_map(|a| match a {
-        GenericArgument::Type(t) => Some(t.clone()),
-        _ => None,
-    })
 }
 
 fn collect_bindings(pat: &Pat, out: &mut Vec<Ident>) {
@@ -272,7 +252,6 @@ fn params(sig: &syn::Signature) -> (Vec<Param>, Option<Span>) {
                 params.push(Param {
                     bindings,
                     is_state: is_state(&pt.pat, &pt.ty),
-                    state_type: state_type(&pt.ty),
                 });
             }
         }
@@ -431,7 +410,6 @@ fn check_axum(
             .iter()
             .map(|p| p.bindings.iter().any(|b| skipped.contains(b)))
             .collect(),
-        states: params.iter().filter_map(|p| p.state_type.clone()).collect(),
     })))
 }
 

@@ -1,5 +1,6 @@
 use axum::extract::State;
-use axum::Json;
+use axum::routing::post;
+use axum::{Json, Router};
 use idem_axum::idempotent;
 use serde::{Deserialize, Serialize};
 
@@ -18,4 +19,8 @@ async fn debit(State(app): State<App>, Json(req): Json<Debit>) -> String {
     (req.amount + app.fee).to_string()
 }
 
-fn main() {}
+fn main() {
+    let _: Router = Router::new()
+        .route("/debits", post(debit))
+        .with_state(App { fee: 1 });
+}
