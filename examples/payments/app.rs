@@ -14,7 +14,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use idem_axum::{idempotent, Problem, ProblemKind};
+use idem_axum::idempotent;
 use idem_core::{Claim, Engine};
 use idem_postgres::PgStore;
 use serde::{Deserialize, Serialize};
@@ -294,39 +294,8 @@ impl Ledger for PgLedger {
             Err(e) => return respond(Err(LedgerError::Unavailable(format!("postgres: {e}")))),
         };
         let response = respond(self.debit_in(&mut tx, account, amount).await);
-        if response.status().is_server_error() {
-            // Not recorded: the transaction rolls back and a retry debits.
-            return response;
-        }
-        let (parts, body) = response.into_parts();
-        let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        };
-        let outcome = idem_axum::encode_response(parts.status, &parts.headers, &bytes);
-        if let Err(e) = self
-            .store
-            .complete_in_transaction(&mut tx, claim, &outcome)
-            .await
-        {
-            // The claim was lost (taken over): the debit must not commit.
-            let kind = if e.is_lease_lost() {
-                ProblemKind::LeaseLost
-            } else {
-                ProblemKind::StoreUnavailable
-            };
-            return Problem::new(
-                kind,
-                "the debit was not committed; retry with the same Idempotency-Key",
-            )
-            .retry_after(1)
-            .into_response();
-        }
-        if let Err(e) = tx.commit().await {
-            return respond(Err(LedgerError::Unavailable(format!(
-                "postgres commit: {e}"
-            ))));
-        }
-        Response::from_parts(parts, axum::body::Body::from(bytes))
+        // The debit and its recorded answer commit together, or neither does.
+        idem_axum::commit_response(tx, claim, response).await
     }
 }
 

@@ -13,9 +13,10 @@ use idem_core::{
 };
 use serde::Serialize;
 
-use crate::exec::{key_from_headers, key_missing, RecordPolicy};
+use crate::headers::{key_from_headers, key_missing};
 use crate::problem::Problem;
 use crate::request_head::RequestHead;
+use crate::settings::RecordPolicy;
 
 /// The idempotency context of one request, for handlers that make themselves
 /// idempotent (and for the `#[idempotent]` attribute).

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey};
 
-use crate::exec::{is_json, key_from_headers, key_missing};
+use crate::headers::{is_json, key_from_headers, key_missing};
 use crate::problem::{Problem, ProblemKind};
 use crate::request_head::RequestHead;
 

@@ -33,6 +33,7 @@ use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use idem_core::{FingerprintBuilder, FingerprintError};
 use serde::Serialize;
 
+use crate::fingerprint::add_body;
 use crate::handler::HandlerRequest;
 use crate::problem::{Problem, ProblemKind};
 
@@ -335,14 +336,7 @@ impl BodyTag {
         label: &str,
     ) -> Added<T> {
         let (bytes, rest) = value.take(request.max_request_body()).await?;
-        let json = request
-            .is_json()
-            .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-            .flatten();
-        match json {
-            Some(json) => fp.json(label, &json),
-            None => fp.bytes(label, &bytes),
-        };
+        add_body(fp, label, request.is_json(), &bytes);
         Ok(T::rebuild(bytes, rest))
     }
 }

@@ -8,10 +8,8 @@ use http::{Method, StatusCode};
 use idem_core::{Engine, Scope};
 use tower_layer::Layer;
 
-use crate::exec::{RecordPolicy, Settings};
-use crate::service::IdempotencyService;
-
-pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, StatusCode> + Send + Sync;
+use crate::service::{IdempotencyService, LayerConfig};
+use crate::settings::{RecordPolicy, Settings};
 
 /// A tower [`Layer`] that makes the routes it wraps idempotent.
 ///
@@ -49,14 +47,6 @@ pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, StatusCode> + Send + S
 pub struct IdempotencyLayer {
     pub(crate) engine: Engine,
     pub(crate) config: Arc<LayerConfig>,
-}
-
-#[derive(Clone)]
-pub(crate) struct LayerConfig {
-    pub(crate) methods: Vec<Method>,
-    pub(crate) key_required: bool,
-    pub(crate) scope: Arc<ScopeFn>,
-    pub(crate) settings: Settings,
 }
 
 impl fmt::Debug for IdempotencyLayer {

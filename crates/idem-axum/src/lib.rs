@@ -71,26 +71,32 @@
 //! path, query parameters (in any order) and body match; a JSON body is
 //! compared parsed, so key order and whitespace do not matter.
 
+mod commit_response;
 mod detached;
-mod exec;
 mod extract;
+mod fingerprint;
 mod handler;
 mod handler_input;
+mod headers;
 mod layer;
 mod problem;
 mod problem_json;
 mod record;
 mod request_head;
+mod respond;
 mod service;
+mod settings;
 
-pub use exec::{RecordPolicy, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+pub use commit_response::commit_response;
 pub use extract::Idempotent;
 pub use handler_input::PER_ATTEMPT_HEADERS;
+pub use headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use layer::IdempotencyLayer;
 pub use problem::{Problem, ProblemKind, PROBLEM_TYPE_PREFIX};
 pub use problem_json::problem_json;
 pub use record::encode as encode_response;
 pub use service::IdempotencyService;
+pub use settings::RecordPolicy;
 
 /// `#[idempotent(ttl = "24h", scope = "account")]` on an axum handler: the key
 /// from the `Idempotency-Key` header, the engine from the router state, the

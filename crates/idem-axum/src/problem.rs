@@ -27,9 +27,16 @@ pub enum ProblemKind {
     BodyUnreadable,
     /// 503: the idempotency store cannot be reached; nothing was processed.
     StoreUnavailable,
-    /// 409: the request was processed after its claim expired and was taken
-    /// over; its response was not recorded.
+    /// 409: the request's claim expired and was taken over before its
+    /// response was recorded: its response was not recorded (and, under
+    /// [`commit_response`](crate::commit_response), its writes were rolled
+    /// back).
     LeaseLost,
+    /// 503: the request's database transaction failed to commit, and whether
+    /// it committed is unknown (the connection may have failed after the
+    /// commit): the key answers 409 until the claim's lease ends, then
+    /// replays the response if the commit was applied, or runs again.
+    CommitUncertain,
     /// 500: a recorded response could not be read back.
     ReplayUnreadable,
     /// 500: the handler panicked while it ran; its outcome is unknown, so the
@@ -64,6 +71,7 @@ impl ProblemKind {
             ProblemKind::BodyUnreadable => "body-unreadable",
             ProblemKind::StoreUnavailable => "store-unavailable",
             ProblemKind::LeaseLost => "lease-lost",
+            ProblemKind::CommitUncertain => "commit-uncertain",
             ProblemKind::ReplayUnreadable => "replay-unreadable",
             ProblemKind::HandlerFailed => "handler-failed",
             ProblemKind::ResponseNotRecorded => "response-not-recorded",
@@ -88,7 +96,9 @@ impl ProblemKind {
             ProblemKind::InFlight | ProblemKind::LeaseLost => StatusCode::CONFLICT,
             ProblemKind::KeyReused | ProblemKind::BodyInvalid => StatusCode::UNPROCESSABLE_ENTITY,
             ProblemKind::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ProblemKind::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ProblemKind::StoreUnavailable | ProblemKind::CommitUncertain => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ProblemKind::ReplayUnreadable
             | ProblemKind::HandlerFailed
             | ProblemKind::ResponseNotRecorded => StatusCode::INTERNAL_SERVER_ERROR,
@@ -105,7 +115,8 @@ impl ProblemKind {
             ProblemKind::RequestTooLarge => "Request body is too large",
             ProblemKind::BodyUnreadable => "Request body could not be read",
             ProblemKind::StoreUnavailable => "Idempotency store is unavailable",
-            ProblemKind::LeaseLost => "Request was processed but its response was not recorded",
+            ProblemKind::LeaseLost => "Request's claim was lost before its response was recorded",
+            ProblemKind::CommitUncertain => "Request's transaction may not have committed",
             ProblemKind::ReplayUnreadable => "Recorded response could not be read",
             ProblemKind::HandlerFailed => "Request failed while it was processed",
             ProblemKind::ResponseNotRecorded => {

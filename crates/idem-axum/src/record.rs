@@ -10,6 +10,8 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 use idem_core::Outcome;
 
+use crate::problem::{Problem, ProblemKind};
+
 const MAGIC: &[u8; 4] = b"IDR1";
 
 /// Headers that describe one connection, not the response (RFC 9110 §7.6.1),
@@ -182,6 +184,24 @@ fn chain(prefix: Bytes, rest: Body) -> Body {
         prefix,
     )));
     Body::from_stream(head.chain(rest.into_data_stream()))
+}
+
+/// What a retry gets for a response that was served but could not be recorded.
+pub(crate) fn not_recorded(limit: usize) -> Outcome {
+    let problem = Problem::new(
+        ProblemKind::ResponseNotRecorded,
+        format!(
+            "the request with this Idempotency-Key was processed, but its response (larger than \
+             the {limit} bytes this endpoint records, or cut off) could not be recorded; it was \
+             not processed again"
+        ),
+    );
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    encode(problem.kind().status(), &headers, problem.body().as_bytes())
 }
 
 #[cfg(test)]

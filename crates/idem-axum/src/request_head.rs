@@ -10,7 +10,9 @@ use http::request::Parts;
 use http::{Method, Uri};
 use idem_core::{Call, Claim, Engine, FingerprintBuilder};
 
-use crate::exec::{self, request_fingerprint, Settings};
+use crate::fingerprint::request_fingerprint;
+use crate::respond;
+use crate::settings::Settings;
 
 /// The request line, the settings and the operation's name.
 #[derive(Clone, Debug)]
@@ -52,6 +54,6 @@ impl RequestHead {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        exec::respond(engine, call, self.settings, op).await
+        respond::respond(engine, call, self.settings, op).await
     }
 }

@@ -11,14 +11,29 @@ use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http::{header, Request};
+use http::request::Parts;
+use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use idem_core::{Call, Engine};
+use idem_core::{Call, Engine, Scope};
 use tower_service::Service;
 
-use crate::exec::{self, is_json, key_from_headers, key_missing, request_fingerprint};
-use crate::layer::LayerConfig;
+use crate::fingerprint::{add_body, request_fingerprint};
+use crate::headers::{is_json, key_from_headers, key_missing};
 use crate::problem::{Problem, ProblemKind};
+use crate::respond;
+use crate::settings::Settings;
+
+/// How a request's scope is read from its head.
+pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, StatusCode> + Send + Sync;
+
+/// What the layer configures and its services read.
+#[derive(Clone)]
+pub(crate) struct LayerConfig {
+    pub(crate) methods: Vec<Method>,
+    pub(crate) key_required: bool,
+    pub(crate) scope: Arc<ScopeFn>,
+    pub(crate) settings: Settings,
+}
 
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
 #[derive(Clone)]
@@ -115,17 +130,9 @@ where
         parts.uri.path(),
         parts.uri.query(),
     );
-    // A JSON body is compared parsed; anything else (or JSON that does not
-    // parse) byte for byte.
-    let json = is_json(&parts.headers)
-        .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-        .flatten();
-    match json {
-        Some(json) => fp.json("body", &json),
-        None => fp.bytes("body", &bytes),
-    };
+    add_body(&mut fp, "body", is_json(&parts.headers), &bytes);
     let call = Call::new(scope, key, fp.finish());
-    exec::respond(engine, call, config.settings, move |_claim| async move {
+    respond::respond(engine, call, config.settings, move |_claim| async move {
         pass(
             inner
                 .call(Request::from_parts(parts, Body::from(bytes)))

@@ -261,6 +261,10 @@ pub enum Completion<T> {
     /// may have taken effect, but it has no outcome to record. Retries are
     /// told it is in flight until then.
     Keep(T),
+    /// The operation recorded its outcome itself, in the transaction that
+    /// committed its effects (see [`StoreTransaction`](crate::StoreTransaction)):
+    /// the engine has nothing left to record and returns `T` to the caller.
+    Recorded(T),
 }
 
 /// The result of [`Engine::execute`].
@@ -553,6 +557,11 @@ impl Engine {
                         Ok(Execution::Executed(value))
                     }
                 }
+            }
+            Completion::Recorded(value) => {
+                guard.state = GuardState::Done;
+                decision(call, "completed_in_transaction");
+                Ok(Execution::Executed(value))
             }
             Completion::Keep(value) => {
                 guard.state = GuardState::Done;

@@ -74,6 +74,7 @@ mod settle;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod transaction;
 
 pub use engine::{Call, Claim, Completion, Engine, Execution, OnInFlight, Policy, DEFAULT_LEASE};
 pub use error::{CodecError, Error};
@@ -84,6 +85,7 @@ pub use memory::{MemoryStore, WhenFull};
 pub use ran::Ran;
 pub use result_codec::encode_result;
 pub use store::{Begin, FencingToken, Lease, Outcome, Store, StoreError, StoreErrorKind};
+pub use transaction::StoreTransaction;
 
 /// The `async_trait` attribute used by [`Store`], re-exported so that store
 /// authors implement the trait with the same version.

@@ -1,5 +1,5 @@
-//! What the layer and the extractor share: settings, key parsing, the request
-//! fingerprint, and turning an engine answer into an HTTP response.
+//! Running a handler through the engine and answering: the response, its
+//! replay, or the problem for an engine error.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -7,114 +7,15 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt as _;
 
 use axum::response::{IntoResponse, Response};
-use http::{header, HeaderMap, HeaderName, HeaderValue, Method};
-use idem_core::{
-    Call, Claim, Completion, Engine, Error, Execution, FingerprintBuilder, IdempotencyKey, Outcome,
-};
+use http::HeaderValue;
+use idem_core::{Call, Claim, Completion, Engine, Error, Execution};
 
+use crate::commit_response::{Handled, RunSlot};
 use crate::detached::Detached;
+use crate::headers::IDEMPOTENT_REPLAYED;
 use crate::problem::{Problem, ProblemKind};
-use crate::record::{self, Buffered};
-
-/// The request header carrying the key.
-pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
-
-/// The response header marking a replay.
-pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
-
-/// Which handler answers are recorded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RecordPolicy {
-    /// Record every answer below 500; a 5xx answer releases the claim so that
-    /// a retry runs the handler again (the default).
-    #[default]
-    ExceptServerErrors,
-    /// Record every answer, 5xx included (Stripe's practice).
-    All,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Settings {
-    pub(crate) max_request_body: usize,
-    pub(crate) max_response_body: usize,
-    pub(crate) record: RecordPolicy,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            max_request_body: 1 << 20,
-            max_response_body: 1 << 20,
-            record: RecordPolicy::ExceptServerErrors,
-        }
-    }
-}
-
-/// Reads the key from the headers: `Ok(None)` if absent.
-pub(crate) fn key_from_headers(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, Problem> {
-    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
-    let Some(value) = values.next() else {
-        return Ok(None);
-    };
-    if values.next().is_some() {
-        return Err(Problem::new(
-            ProblemKind::KeyMalformed,
-            "the Idempotency-Key header was sent more than once; send it once per request",
-        ));
-    }
-    IdempotencyKey::parse_bytes(value.as_bytes())
-        .map(Some)
-        .map_err(|e| Problem::new(ProblemKind::KeyMalformed, format!("{e}")))
-}
-
-pub(crate) fn key_missing() -> Problem {
-    Problem::new(
-        ProblemKind::KeyMissing,
-        "this endpoint requires an Idempotency-Key header: send a unique value (a UUID, say) \
-         with each new request and the same value when retrying it",
-    )
-}
-
-/// Starts the fingerprint of an HTTP request: method, route, path and query.
-/// Query parameters are sorted by name (repeated names keep their order), so
-/// `?a=1&b=2` and `?b=2&a=1` are the same request.
-pub(crate) fn request_fingerprint(
-    operation: &str,
-    method: &Method,
-    route: Option<&str>,
-    path: &str,
-    query: Option<&str>,
-) -> FingerprintBuilder {
-    let mut fp = idem_core::Fingerprint::builder(operation);
-    fp.bytes("method", method.as_str().as_bytes());
-    fp.bytes("route", route.unwrap_or("").as_bytes());
-    fp.bytes("path", path.as_bytes());
-    let mut pairs: Vec<(&str, &str)> = query
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| p.split_once('=').unwrap_or((p, "")))
-        .collect();
-    pairs.sort_by(|a, b| a.0.cmp(b.0));
-    for (k, v) in pairs {
-        fp.bytes("query-name", k.as_bytes());
-        fp.bytes("query-value", v.as_bytes());
-    }
-    fp
-}
-
-/// Whether a content type is JSON (`application/json` or `*/*+json`).
-pub(crate) fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|v| v.trim().to_ascii_lowercase())
-        .is_some_and(|v| {
-            v == "application/json" || (v.starts_with("application/") && v.ends_with("+json"))
-        })
-}
+use crate::record::{self, not_recorded, Buffered};
+use crate::settings::Settings;
 
 /// Runs `handler` through the engine for `call`, recording its response, and
 /// answers with the handler's response, a replay, or a problem.
@@ -171,12 +72,17 @@ where
     let record_policy = settings.record;
     let result = engine
         .execute(call, |claim| async move {
-            let response = handler(claim).await.into_response();
-            let recordable = match record_policy {
-                RecordPolicy::All => true,
-                RecordPolicy::ExceptServerErrors => !response.status().is_server_error(),
-            };
-            if !recordable {
+            let slot = RunSlot::new(settings);
+            let response = slot.run(handler(claim)).await.into_response();
+            // The handler may have settled its record itself, in its own
+            // transaction (`commit_response`): nothing is encoded again.
+            match slot.handled() {
+                Some(Handled::Recorded) => return Completion::Recorded(response),
+                Some(Handled::Kept) => return Completion::Keep(response),
+                Some(Handled::Released) => return Completion::Release(response),
+                None => {}
+            }
+            if !record_policy.records(response.status()) {
                 return Completion::Release(response);
             }
             match record::buffer(response, max_response).await {
@@ -216,24 +122,6 @@ where
         },
         Err(e) => error_response(&e).into_response(),
     }
-}
-
-/// What a retry gets for a response that was served but could not be recorded.
-fn not_recorded(limit: usize) -> Outcome {
-    let problem = Problem::new(
-        ProblemKind::ResponseNotRecorded,
-        format!(
-            "the request with this Idempotency-Key was processed, but its response (larger than \
-             the {limit} bytes this endpoint records, or cut off) could not be recorded; it was \
-             not processed again"
-        ),
-    );
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    record::encode(problem.kind().status(), &headers, problem.body().as_bytes())
 }
 
 /// `Retry-After` for a request in flight, in seconds. The first request

@@ -1,0 +1,171 @@
+//! The store's statements, rendered once for a schema and table, and the
+//! names they may use.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::machine::micros;
+use idem_core::{Lease, Outcome, RecordId, StoreError};
+use sqlx::{AssertSqlSafe, PgConnection};
+
+/// Why a schema or table name was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a valid name: use 1 to 63 lowercase letters, digits and `_`, not starting with a digit")]
+pub struct InvalidName(String);
+
+pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit();
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidName(name.to_owned()))
+    }
+}
+
+/// The statements, rendered once for the configured schema and table.
+pub(crate) struct Sql {
+    pub(crate) begin: Arc<str>,
+    pub(crate) complete: Arc<str>,
+    pub(crate) completed_by: Arc<str>,
+    pub(crate) release: Arc<str>,
+    pub(crate) renew: Arc<str>,
+    pub(crate) purge: Arc<str>,
+    pub(crate) migration: Vec<String>,
+}
+
+impl Sql {
+    pub(crate) fn new(schema: &str, table: &str) -> Self {
+        let t = format!("\"{schema}\".\"{table}\"");
+        let now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        Self {
+            // One statement: claim a new or no-longer-live record, or read the
+            // live one. If a concurrent insert commits between this statement's
+            // snapshot and its insert, neither part returns a row and the
+            // statement is run again.
+            begin: format!(
+                "WITH clock AS (SELECT clock_timestamp() AS t), \
+                 upsert AS ( \
+                   INSERT INTO {t} AS r (id, fingerprint, token, completed, deadline, outcome) \
+                   SELECT $1, $2, (extract(epoch FROM t) * 1000000)::bigint, false, \
+                          t + $3::bigint * interval '1 microsecond', NULL FROM clock \
+                   ON CONFLICT (id) DO UPDATE \
+                     SET fingerprint = EXCLUDED.fingerprint, \
+                         token = GREATEST(r.token + 1, EXCLUDED.token), \
+                         completed = false, deadline = EXCLUDED.deadline, outcome = NULL \
+                     WHERE r.deadline <= clock_timestamp() \
+                   RETURNING r.token) \
+                 SELECT 'A'::text AS kind, token, NULL::bytea AS outcome, 0::bigint AS left_us FROM upsert \
+                 UNION ALL \
+                 SELECT CASE WHEN r.fingerprint <> $2 THEN 'M' WHEN r.completed THEN 'R' ELSE 'I' END, \
+                        r.token, \
+                        CASE WHEN r.completed AND r.fingerprint = $2 THEN r.outcome END, \
+                        GREATEST((extract(epoch FROM (r.deadline - clock.t)) * 1000000)::bigint, 0) \
+                 FROM {t} r, clock WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM upsert)"
+            )
+            .into(),
+            complete: format!(
+                "UPDATE {t} SET completed = true, \
+                   deadline = clock_timestamp() + $3::bigint * interval '1 microsecond', outcome = $4 \
+                 WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+            )
+            .into(),
+            // Only when `complete` changed nothing: was it completed by this
+            // very token already (a transactional completion)?
+            completed_by: format!(
+                "SELECT EXISTS (SELECT 1 FROM {t} \
+                   WHERE id = $1 AND token = $2 AND completed AND deadline > clock_timestamp())"
+            )
+            .into(),
+            release: format!(
+                "UPDATE {t} SET deadline = clock_timestamp() \
+                 WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+            )
+            .into(),
+            renew: format!(
+                "UPDATE {t} SET deadline = clock_timestamp() + $3::bigint * interval '1 microsecond' \
+                 WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+            )
+            .into(),
+            // A record is dropped only once it is not live and the clock has
+            // passed its token, so later tokens drawn from the clock stay greater.
+            purge: format!(
+                "DELETE FROM {t} WHERE id IN ( \
+                   SELECT id FROM {t} WHERE deadline < clock_timestamp() AND token < {now_us} \
+                   ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)"
+            )
+            .into(),
+            migration: vec![
+                format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {t} ( \
+                       id bytea PRIMARY KEY, \
+                       fingerprint bytea NOT NULL, \
+                       token bigint NOT NULL, \
+                       completed boolean NOT NULL, \
+                       deadline timestamptz NOT NULL, \
+                       outcome bytea)"
+                ),
+                format!("CREATE INDEX IF NOT EXISTS \"{table}_deadline_idx\" ON {t} (deadline)"),
+            ],
+        }
+    }
+}
+
+pub(crate) fn db_error(what: &str, e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &e {
+        if db.code().as_deref() == Some("42P01") {
+            return StoreError::corrupt(format!(
+                "postgres {what}: the records table does not exist; run PgStore::migrate first"
+            ));
+        }
+    }
+    StoreError::unavailable(format!("postgres {what} failed"), e)
+}
+
+pub(crate) fn us(d: Duration) -> i64 {
+    i64::try_from(micros(d)).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn token(lease: &Lease) -> i64 {
+    i64::try_from(lease.token.0).unwrap_or(i64::MAX)
+}
+
+/// Completes a record held by `lease` with `outcome` on `conn` (the pool's
+/// connection, or the operation's transaction).
+pub(crate) async fn complete(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    id: &RecordId,
+    lease: &Lease,
+    outcome: &Outcome,
+    ttl: Duration,
+) -> Result<(), StoreError> {
+    let updated = sqlx::query(AssertSqlSafe(Arc::clone(&sql.complete)))
+        .bind(&id.as_bytes()[..])
+        .bind(token(lease))
+        .bind(us(ttl))
+        .bind(outcome.as_bytes())
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| db_error("complete", e))?;
+    if updated.rows_affected() == 1 {
+        return Ok(());
+    }
+    // Rare: completing again with the token that completed it is a no-op.
+    let done: bool = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&sql.completed_by)))
+        .bind(&id.as_bytes()[..])
+        .bind(token(lease))
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| db_error("complete", e))?;
+    if done {
+        Ok(())
+    } else {
+        Err(StoreError::lease_lost())
+    }
+}

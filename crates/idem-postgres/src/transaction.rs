@@ -1,0 +1,102 @@
+//! `PgTransaction`: the operation's own transaction, in which its record is
+//! completed beside its writes.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use idem_core::{async_trait, Claim, Outcome, StoreError, StoreTransaction};
+use sqlx::{PgConnection, Postgres, Transaction};
+
+use crate::sql::{self, Sql};
+
+/// A transaction opened by [`PgStore::begin_transaction`] for an operation's
+/// writes (it dereferences to the connection: `.execute(&mut *tx)`) and its
+/// record ([`StoreTransaction::complete`]): the record is completed if and
+/// only if the writes commit. Dropped without a commit, it rolls back.
+pub struct PgTransaction {
+    sql: Arc<Sql>,
+    tx: Transaction<'static, Postgres>,
+    /// The claims completed here, marked completed once the commit is done.
+    completed: Vec<Claim>,
+}
+
+impl fmt::Debug for PgTransaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgTransaction")
+            .field("completed", &self.completed.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgTransaction {
+    pub(crate) fn new(sql: Arc<Sql>, tx: Transaction<'static, Postgres>) -> Self {
+        Self {
+            sql,
+            tx,
+            completed: Vec::new(),
+        }
+    }
+
+    /// Commits. Once the commit is done, the claims completed in this
+    /// transaction are marked completed, so the engine does not complete them
+    /// again.
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await?;
+        for claim in &self.completed {
+            claim.mark_completed_externally();
+        }
+        Ok(())
+    }
+
+    /// Rolls back.
+    pub async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.tx.rollback().await
+    }
+}
+
+impl Deref for PgTransaction {
+    type Target = PgConnection;
+    fn deref(&self) -> &PgConnection {
+        &self.tx
+    }
+}
+
+impl DerefMut for PgTransaction {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.tx
+    }
+}
+
+fn commit_error(what: &str, e: sqlx::Error) -> StoreError {
+    StoreError::unavailable(format!("postgres {what} failed"), e)
+}
+
+#[async_trait]
+impl StoreTransaction for PgTransaction {
+    async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError> {
+        sql::complete(
+            &mut self.tx,
+            &self.sql,
+            claim.record_id(),
+            claim.lease(),
+            outcome,
+            claim.ttl(),
+        )
+        .await?;
+        self.completed.push(claim.clone());
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<(), StoreError> {
+        PgTransaction::commit(self)
+            .await
+            .map_err(|e| commit_error("commit", e))
+    }
+
+    async fn rollback(self) -> Result<(), StoreError> {
+        PgTransaction::rollback(self)
+            .await
+            .map_err(|e| commit_error("rollback", e))
+    }
+}
