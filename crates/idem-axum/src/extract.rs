@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use idem_core::{
     Call, Claim, Engine, Fingerprint, FingerprintBuilder, FingerprintError, IdempotencyKey,
-    OnInFlight, Scope,
+    OnInFlight, Overrides, Scope,
 };
 use serde::Serialize;
 
@@ -62,9 +62,7 @@ pub struct Idempotent {
     engine: Engine,
     head: RequestHead,
     key: IdempotencyKey,
-    ttl: Option<Duration>,
-    lease: Option<Duration>,
-    on_in_flight: Option<OnInFlight>,
+    overrides: Overrides,
 }
 
 impl<S> FromRequestParts<S> for Idempotent
@@ -80,9 +78,7 @@ where
             engine: Engine::from_ref(state),
             head: RequestHead::new(parts),
             key,
-            ttl: None,
-            lease: None,
-            on_in_flight: None,
+            overrides: Overrides::default(),
         })
     }
 }
@@ -105,21 +101,21 @@ impl Idempotent {
     /// Overrides the engine's record lifetime for this handler.
     #[must_use]
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
+        self.overrides = self.overrides.ttl(ttl);
         self
     }
 
     /// Overrides the engine's lease for this handler.
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
+        self.overrides = self.overrides.lease(lease);
         self
     }
 
     /// Overrides what a duplicate in flight gets (409, or waiting).
     #[must_use]
     pub fn on_in_flight(mut self, on_in_flight: OnInFlight) -> Self {
-        self.on_in_flight = Some(on_in_flight);
+        self.overrides = self.overrides.on_in_flight(on_in_flight);
         self
     }
 
@@ -157,17 +153,7 @@ impl Idempotent {
     /// The engine call for a finished fingerprint (see
     /// [`fingerprint_builder`](Self::fingerprint_builder)) under `scope`.
     pub fn call_with(&self, scope: impl Into<Scope>, fingerprint: Fingerprint) -> Call {
-        let mut call = Call::new(scope, self.key.clone(), fingerprint);
-        if let Some(ttl) = self.ttl {
-            call = call.ttl(ttl);
-        }
-        if let Some(lease) = self.lease {
-            call = call.lease(lease);
-        }
-        if let Some(on_in_flight) = self.on_in_flight {
-            call = call.on_in_flight(on_in_flight);
-        }
-        call
+        Call::new(scope, self.key.clone(), fingerprint).with_overrides(self.overrides)
     }
 
     /// Runs `op` at most once for this key in `scope` and `input`, recording

@@ -1,280 +1,27 @@
-//! The `Engine`: runs an operation once per idempotency key.
+//! `Engine`: runs operations at most once per key.
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::call::Call;
+use crate::claim::{Claim, ClaimFlags};
+use crate::completion::{Completion, Execution};
 use crate::error::Error;
 use crate::failure::Failure;
-use crate::fingerprint::Fingerprint;
-use crate::key::{IdempotencyKey, RecordId, Scope};
+use crate::holder::{renew_loop, Guard, GuardState};
 use crate::pending_begin::PendingBegin;
+use crate::policy::{OnInFlight, Policy, MIN_DURATION};
 use crate::ran::Ran;
 use crate::result_codec::{ErrCodec, OkCodec, ResultCodec};
 use crate::settle::{settle_later, Settle, FIRST_PAUSE};
-use crate::store::{Begin, FencingToken, Lease, Outcome, Store, StoreError};
-
-/// The default lease: how long a claim lives without renewal.
-///
-/// It bounds how long a holder that crashed (or stalled, or whose caller
-/// dropped the operation mid-way) keeps its key from every retry: 10 seconds.
-/// A running operation never feels it, since the engine renews the lease every
-/// third of it while the operation runs, so a slow operation keeps its claim
-/// as long as the store answers one renewal in each 10-second window. A
-/// shorter lease frees keys sooner but loses the claim of a live holder when
-/// the store stays unreachable for longer than the lease (the holder's result
-/// is then not recorded, and a retry after the takeover runs it again; pass
-/// the fencing token downstream to refuse the late holder).
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
-
-/// What to do when a duplicate arrives while the first request still runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OnInFlight {
-    /// Answer [`Error::InFlight`] at once, with the time left on the lease.
-    #[default]
-    Reject,
-    /// Poll with backoff for up to `max`: replay the first result if it lands in
-    /// time, run the operation if the first holder gave up, else answer
-    /// [`Error::InFlight`].
-    Wait {
-        /// The longest time to wait.
-        max: Duration,
-    },
-}
-
-/// How the engine keeps records. Cheap to copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Policy {
-    ttl: Duration,
-    lease: Duration,
-    on_in_flight: OnInFlight,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Self {
-            ttl: Duration::from_secs(24 * 60 * 60),
-            lease: DEFAULT_LEASE,
-            on_in_flight: OnInFlight::Reject,
-        }
-    }
-}
-
-const MIN_DURATION: Duration = Duration::from_millis(1);
-
-impl Policy {
-    /// How long a completed record is kept (default 24h, at least 1ms).
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl.max(MIN_DURATION);
-        self
-    }
-
-    /// How long a claim lives without renewal (default [`DEFAULT_LEASE`], 10s;
-    /// at least 1ms). While the operation runs, the engine renews it every
-    /// third of this. It is also how long a key stays claimed after its holder
-    /// crashed or its operation was dropped mid-way: see [`Engine::run`].
-    #[must_use]
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease.max(MIN_DURATION);
-        self
-    }
-
-    /// What a duplicate in flight gets (default [`OnInFlight::Reject`]).
-    #[must_use]
-    pub fn on_in_flight(mut self, on_in_flight: OnInFlight) -> Self {
-        self.on_in_flight = on_in_flight;
-        self
-    }
-
-    /// The configured record lifetime.
-    pub fn ttl_value(&self) -> Duration {
-        self.ttl
-    }
-
-    /// The configured lease.
-    pub fn lease_value(&self) -> Duration {
-        self.lease
-    }
-
-    /// The configured duplicate handling.
-    pub fn on_in_flight_value(&self) -> OnInFlight {
-        self.on_in_flight
-    }
-}
-
-/// One idempotent invocation: who asks (scope), under which key, for what
-/// (fingerprint), with optional per-call policy overrides.
-#[derive(Clone, Debug)]
-pub struct Call {
-    scope: Scope,
-    key: IdempotencyKey,
-    fingerprint: Fingerprint,
-    id: RecordId,
-    ttl: Option<Duration>,
-    lease: Option<Duration>,
-    on_in_flight: Option<OnInFlight>,
-}
-
-impl Call {
-    /// A call of the request `fingerprint` under `key` in `scope`.
-    pub fn new(scope: impl Into<Scope>, key: IdempotencyKey, fingerprint: Fingerprint) -> Self {
-        let scope = scope.into();
-        let id = RecordId::new(&scope, &key);
-        Self {
-            scope,
-            key,
-            fingerprint,
-            id,
-            ttl: None,
-            lease: None,
-            on_in_flight: None,
-        }
-    }
-
-    /// Overrides the engine's record lifetime for this call.
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl.max(MIN_DURATION));
-        self
-    }
-
-    /// Overrides the engine's lease for this call.
-    #[must_use]
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease.max(MIN_DURATION));
-        self
-    }
-
-    /// Overrides the engine's duplicate handling for this call.
-    #[must_use]
-    pub fn on_in_flight(mut self, on_in_flight: OnInFlight) -> Self {
-        self.on_in_flight = Some(on_in_flight);
-        self
-    }
-
-    /// The scope.
-    pub fn scope(&self) -> &Scope {
-        &self.scope
-    }
-
-    /// The key.
-    pub fn key(&self) -> &IdempotencyKey {
-        &self.key
-    }
-
-    /// The fingerprint.
-    pub fn fingerprint(&self) -> &Fingerprint {
-        &self.fingerprint
-    }
-
-    /// The record address (digest of scope and key).
-    pub fn record_id(&self) -> &RecordId {
-        &self.id
-    }
-}
-
-/// The claim an operation runs under, handed to the operation.
-///
-/// Pass [`fencing_token`](Self::fencing_token) to downstream systems so that
-/// they can refuse a holder whose claim was taken over. A store that supports it
-/// can complete the record inside the operation's own database transaction with
-/// this claim (see `idem-postgres`); the store then marks the claim
-/// ([`mark_completed_externally`](Self::mark_completed_externally)) and the
-/// engine skips its own completion.
-#[derive(Clone, Debug)]
-pub struct Claim {
-    id: RecordId,
-    lease: Lease,
-    ttl: Duration,
-    lost: Arc<AtomicBool>,
-    completed_externally: Arc<AtomicBool>,
-}
-
-impl Claim {
-    /// The record's address.
-    pub fn record_id(&self) -> &RecordId {
-        &self.id
-    }
-
-    /// The lease as granted.
-    pub fn lease(&self) -> &Lease {
-        &self.lease
-    }
-
-    /// The fencing token of this claim.
-    pub fn fencing_token(&self) -> FencingToken {
-        self.lease.token
-    }
-
-    /// How long the record is kept once completed.
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-
-    /// Whether a renewal found the claim lost (lease ran out, taken over). An
-    /// operation may check this before an irreversible step.
-    pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
-    }
-
-    /// Tells the engine that the record was completed outside it, inside the
-    /// operation's own database transaction, so that it does not complete it
-    /// again when the operation returns a result to record. Store adapters
-    /// call this after their in-transaction completion succeeded (see
-    /// `idem-postgres`); if the transaction then fails to commit, the operation
-    /// returns an error and the engine releases the claim as usual.
-    pub fn mark_completed_externally(&self) {
-        self.completed_externally.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether [`mark_completed_externally`](Self::mark_completed_externally) was called.
-    pub fn is_completed_externally(&self) -> bool {
-        self.completed_externally.load(Ordering::SeqCst)
-    }
-}
-
-/// What a low-level operation (see [`Engine::execute`]) asks the engine to do
-/// with its claim.
-#[derive(Debug)]
-pub enum Completion<T> {
-    /// Record `outcome` and return `value` to the caller.
-    Record {
-        /// What this caller gets.
-        value: T,
-        /// What every retry gets.
-        outcome: Outcome,
-    },
-    /// Record nothing and give the claim up, so a retry runs again. Only for
-    /// an operation known to have taken no effect (see
-    /// [When a claim is given up](Engine#when-a-claim-is-given-up)).
-    Release(T),
-    /// Record nothing and keep the claim until its lease ends: the operation
-    /// may have taken effect, but it has no outcome to record. Retries are
-    /// told it is in flight until then.
-    Keep(T),
-    /// The operation recorded its outcome itself, in the transaction that
-    /// committed its effects (see [`StoreTransaction`](crate::StoreTransaction)):
-    /// the engine has nothing left to record and returns `T` to the caller.
-    Recorded(T),
-}
-
-/// The result of [`Engine::execute`].
-#[derive(Debug)]
-pub enum Execution<T> {
-    /// The operation ran now.
-    Executed(T),
-    /// The operation had run; here is its recorded outcome for the caller to decode.
-    Replayed(Outcome),
-}
+use crate::store::{Begin, Lease, Outcome, Store};
 
 /// Runs operations at most once per `(scope, key)`, records their results, and
 /// replays them to retries.
@@ -295,7 +42,7 @@ pub enum Execution<T> {
 ///   say; a database transaction that rolled back);
 ///
 /// Anything else is an **unknown outcome** and keeps the claim until its
-/// lease ends ([`DEFAULT_LEASE`], 10 seconds, unless the policy says
+/// lease ends ([`DEFAULT_LEASE`](crate::DEFAULT_LEASE), 10 seconds, unless the policy says
 /// otherwise): the future dropped while the operation runs (a timeout, a
 /// `select!`, a client that disconnected), a panic in the operation, or a
 /// result that cannot be encoded for the record ([`Completion::Keep`]). A
@@ -470,15 +217,15 @@ impl Engine {
         F: FnOnce(Claim) -> Fut,
         Fut: Future<Output = Completion<T>>,
     {
-        let ttl = call.ttl.unwrap_or(self.policy.ttl);
-        let lease_len = call.lease.unwrap_or(self.policy.lease);
-        let on_in_flight = call.on_in_flight.unwrap_or(self.policy.on_in_flight);
+        let policy = call.overrides.apply(&self.policy);
+        let (ttl, lease_len) = (policy.ttl_value(), policy.lease_value());
+        let on_in_flight = policy.on_in_flight_value();
         let lease = match self.acquire(call, lease_len, on_in_flight).await? {
             Acquire::Lease(lease) => lease,
             Acquire::Replay(outcome) => return Ok(Execution::Replayed(outcome)),
         };
 
-        let lost = Arc::new(AtomicBool::new(false));
+        let flags = Arc::new(ClaimFlags::default());
         let mut guard = Guard {
             store: Arc::clone(&self.store),
             id: call.id,
@@ -488,14 +235,7 @@ impl Engine {
             renewal: None,
             scope: &call.scope,
         };
-        let completed_externally = Arc::new(AtomicBool::new(false));
-        let claim = Claim {
-            id: call.id,
-            lease,
-            ttl,
-            lost: Arc::clone(&lost),
-            completed_externally: Arc::clone(&completed_externally),
-        };
+        let claim = Claim::new(call.id, lease, ttl, Arc::clone(&flags));
         let renew_every = lease_len / 3;
         let fut = op(claim);
         tokio::pin!(fut);
@@ -510,7 +250,7 @@ impl Engine {
                     call.id,
                     lease,
                     renew_every,
-                    lost,
+                    Arc::clone(&flags),
                     call.scope.clone(),
                 )));
                 fut.await
@@ -521,7 +261,7 @@ impl Engine {
         }
 
         match completion {
-            Completion::Record { value, .. } if completed_externally.load(Ordering::SeqCst) => {
+            Completion::Record { value, .. } if flags.completed_externally.load(Ordering::SeqCst) => {
                 guard.state = GuardState::Done;
                 decision(call, "completed_in_transaction");
                 Ok(Execution::Executed(value))
@@ -655,154 +395,4 @@ enum Acquire {
 
 fn decision(call: &Call, decision: &'static str) {
     tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision);
-}
-
-/// Transient store failures at completion time are retried a few times within
-/// the lease: losing a result that was produced costs a re-run later.
-async fn complete_with_retry(
-    store: &dyn Store,
-    id: &RecordId,
-    lease: &Lease,
-    outcome: &Outcome,
-    ttl: Duration,
-) -> Result<(), StoreError> {
-    let mut pause = Duration::from_millis(20);
-    let mut attempt = 0;
-    loop {
-        match store.complete(id, lease, outcome, ttl).await {
-            Err(e) if e.is_transient() && attempt < 3 && pause < lease.duration => {
-                attempt += 1;
-                tokio::time::sleep(pause).await;
-                pause *= 4;
-            }
-            other => return other,
-        }
-    }
-}
-
-async fn renew_loop(
-    store: Arc<dyn Store>,
-    id: RecordId,
-    mut lease: Lease,
-    every: Duration,
-    lost: Arc<AtomicBool>,
-    scope: Scope,
-) {
-    // The caller has already waited `every` when it starts this task.
-    loop {
-        match store.renew(&id, &lease, lease.duration).await {
-            Ok(renewed) => {
-                lease = renewed;
-                tracing::trace!(target: "idem", scope = %scope, record = %id, decision = "renewed");
-            }
-            Err(e) if e.is_lease_lost() => {
-                lost.store(true, Ordering::SeqCst);
-                tracing::warn!(target: "idem", scope = %scope, record = %id, decision = "lease_lost", "renewal found the claim lost; the operation's result will not be recorded");
-                return;
-            }
-            Err(e) => {
-                // Try again well before the lease runs out: the next regular
-                // renewal could come too late after a store blip.
-                tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, decision = "renew_failed", "lease renewal failed; trying again");
-                tokio::time::sleep((every / 4).max(MIN_DURATION)).await;
-                continue;
-            }
-        }
-        tokio::time::sleep(every).await;
-    }
-}
-
-enum GuardState {
-    Running,
-    Completing(Outcome),
-    /// Nothing took effect and the claim is being released.
-    Releasing,
-    Done,
-}
-
-/// Finishes recording the outcome if the operation's future is dropped while
-/// it is being recorded, and keeps the claim (until its lease ends) if it is
-/// dropped or panics while the operation runs.
-struct Guard<'a> {
-    store: Arc<dyn Store>,
-    id: RecordId,
-    lease: Lease,
-    ttl: Duration,
-    state: GuardState,
-    renewal: Option<JoinHandle<()>>,
-    scope: &'a Scope,
-}
-
-impl Guard<'_> {
-    /// Records the outcome held in `Completing` state. The guard is done after
-    /// a success or a lost lease; after a transient failure it keeps the
-    /// outcome for [`take_outcome`](Self::take_outcome).
-    async fn complete(&mut self) -> Result<(), StoreError> {
-        let GuardState::Completing(outcome) = &self.state else {
-            return Ok(());
-        };
-        let result =
-            complete_with_retry(&*self.store, &self.id, &self.lease, outcome, self.ttl).await;
-        if !matches!(&result, Err(e) if e.is_transient()) {
-            self.state = GuardState::Done;
-        }
-        result
-    }
-
-    /// The outcome still to be recorded, if any; the guard is done after.
-    fn take_outcome(&mut self) -> Option<Outcome> {
-        match std::mem::replace(&mut self.state, GuardState::Done) {
-            GuardState::Completing(outcome) => Some(outcome),
-            _ => None,
-        }
-    }
-}
-
-impl Drop for Guard<'_> {
-    fn drop(&mut self) {
-        if let Some(renewal) = self.renewal.take() {
-            renewal.abort();
-        }
-        match std::mem::replace(&mut self.state, GuardState::Done) {
-            GuardState::Done => {}
-            // Nothing took effect and the caller went away while the claim
-            // was being released: finish the release in the background, so
-            // that the key is not left claimed for the lease.
-            GuardState::Releasing => {
-                settle_later(
-                    Arc::clone(&self.store),
-                    self.id,
-                    self.lease,
-                    Settle::Release,
-                    self.scope.clone(),
-                    Duration::ZERO,
-                );
-            }
-            // The operation ran and its caller went away while its result
-            // was being recorded: keep trying in the background while the
-            // lease lasts, as after an outage at completion, so that a
-            // retry replays the result instead of running it again.
-            GuardState::Completing(outcome) => {
-                tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, decision = "completing_after_cancellation");
-                settle_later(
-                    Arc::clone(&self.store),
-                    self.id,
-                    self.lease,
-                    Settle::Complete {
-                        outcome,
-                        ttl: self.ttl,
-                    },
-                    self.scope.clone(),
-                    Duration::ZERO,
-                );
-            }
-            // Dropped or panicked while the operation ran: whatever it did
-            // may have taken effect, so the claim is not released. It ends
-            // with its lease (no renewal keeps it any longer), and a retry
-            // meanwhile is told the operation is in flight.
-            GuardState::Running => {
-                tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, token = self.lease.token.0, decision = "outcome_unknown", "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
-            }
-        }
-    }
 }

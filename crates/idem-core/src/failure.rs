@@ -24,7 +24,7 @@ impl Failure for Infallible {
     }
 }
 
-/// The error type of an operation that cannot fail, for [`Engine::run`]
+/// The error type of an operation that cannot fail, for [`Engine::run`](crate::Engine::run)
 /// (which needs a serializable error type, which `Infallible` is not).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Never {}

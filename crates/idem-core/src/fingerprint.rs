@@ -4,9 +4,9 @@ use std::fmt;
 
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
-use crate::key::{hex, put_field};
+use crate::digest::{put_field, Digest, DigestKind};
 
 /// A SHA-256 digest of an operation's name and input.
 ///
@@ -33,8 +33,15 @@ use crate::key::{hex, put_field};
 ///     Fingerprint::of("credit", &a).unwrap(),
 /// );
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Fingerprint([u8; 32]);
+pub type Fingerprint = Digest<FingerprintKind>;
+
+/// The kind of a [`Fingerprint`].
+#[derive(Debug)]
+pub enum FingerprintKind {}
+
+impl DigestKind for FingerprintKind {
+    const NAME: &'static str = "Fingerprint";
+}
 
 /// The input could not be turned into a canonical form (for example a map whose
 /// keys are not strings or numbers, or a `Serialize` impl that failed).
@@ -42,7 +49,7 @@ pub struct Fingerprint([u8; 32]);
 #[error("cannot fingerprint the operation input: {0}")]
 pub struct FingerprintError(#[source] serde_json::Error);
 
-impl Fingerprint {
+impl Digest<FingerprintKind> {
     /// The fingerprint of `operation` applied to any serializable `input`.
     pub fn of<T: Serialize + ?Sized>(operation: &str, input: &T) -> Result<Self, FingerprintError> {
         let mut b = Self::builder(operation);
@@ -57,27 +64,6 @@ impl Fingerprint {
         put_field(&mut h, b"idem/fingerprint/v1");
         put_field(&mut h, operation.as_bytes());
         FingerprintBuilder { h }
-    }
-
-    /// Wraps 32 digest bytes read back from a store.
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-
-    /// The digest bytes.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-
-    /// The digest as 64 lowercase hex characters.
-    pub fn to_hex(&self) -> String {
-        hex(&self.0)
-    }
-}
-
-impl fmt::Debug for Fingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Fingerprint({})", self.to_hex())
     }
 }
 
@@ -122,7 +108,7 @@ impl FingerprintBuilder {
 
     /// The finished fingerprint.
     pub fn finish(&self) -> Fingerprint {
-        Fingerprint(self.h.clone().finalize().into())
+        Fingerprint::from_bytes(self.h.clone().finalize().into())
     }
 }
 

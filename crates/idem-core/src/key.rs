@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
+
+use crate::digest::{put_field, Digest, DigestKind};
 
 /// The longest idempotency key accepted, in characters (after unquoting).
 pub const MAX_KEY_LEN: usize = 255;
@@ -234,61 +236,25 @@ impl From<String> for Scope {
 ///
 /// Stores hold this digest, never the raw key or scope, so that reading a store
 /// does not reveal keys, and guessing a key does not reveal another scope's answer.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RecordId([u8; 32]);
+pub type RecordId = Digest<RecordKind>;
 
-impl RecordId {
+/// The kind of a [`RecordId`].
+#[derive(Debug)]
+pub enum RecordKind {}
+
+impl DigestKind for RecordKind {
+    const NAME: &'static str = "RecordId";
+}
+
+impl Digest<RecordKind> {
     /// The address of `key` under `scope`.
     pub fn new(scope: &Scope, key: &IdempotencyKey) -> Self {
         let mut h = Sha256::new();
         put_field(&mut h, b"idem/record/v1");
         put_field(&mut h, scope.0.as_bytes());
         put_field(&mut h, key.0.as_bytes());
-        Self(h.finalize().into())
+        Self::from_bytes(h.finalize().into())
     }
-
-    /// Wraps 32 digest bytes read back from a store.
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-
-    /// The digest bytes.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-
-    /// The digest as 64 lowercase hex characters.
-    pub fn to_hex(&self) -> String {
-        hex(&self.0)
-    }
-}
-
-impl fmt::Debug for RecordId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RecordId({})", self.to_hex())
-    }
-}
-
-impl fmt::Display for RecordId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_hex())
-    }
-}
-
-/// Writes one length-prefixed field, so that no two field lists hash alike.
-pub(crate) fn put_field(h: &mut Sha256, bytes: &[u8]) {
-    h.update((bytes.len() as u64).to_be_bytes());
-    h.update(bytes);
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    s
 }
 
 #[cfg(test)]

@@ -60,14 +60,20 @@
 //! # }
 //! ```
 
+mod call;
+mod claim;
+mod completion;
+mod digest;
 mod engine;
 mod error;
 mod failure;
 mod fingerprint;
+mod holder;
 mod key;
 pub mod machine;
 pub mod memory;
 mod pending_begin;
+mod policy;
 mod ran;
 mod result_codec;
 mod settle;
@@ -76,11 +82,16 @@ mod store;
 pub mod testing;
 mod transaction;
 
-pub use engine::{Call, Claim, Completion, Engine, Execution, OnInFlight, Policy, DEFAULT_LEASE};
+pub use call::Call;
+pub use claim::Claim;
+pub use completion::{Completion, Execution};
+pub use engine::Engine;
+pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
+pub use digest::{Digest, DigestKind};
 pub use error::{CodecError, Error};
 pub use failure::{Failure, Never};
-pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
-pub use key::{IdempotencyKey, KeyError, RecordId, Scope, MAX_KEY_LEN};
+pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError, FingerprintKind};
+pub use key::{IdempotencyKey, KeyError, RecordId, RecordKind, Scope, MAX_KEY_LEN};
 pub use memory::{MemoryStore, WhenFull};
 pub use ran::Ran;
 pub use result_codec::encode_result;

@@ -1,7 +1,7 @@
 //! `StoreTransaction`: the caller's own database transaction, in which the
 //! record is completed beside the operation's writes.
 
-use crate::engine::Claim;
+use crate::claim::Claim;
 use crate::store::{Outcome, StoreError};
 
 /// A transaction of the store's database that the operation opened for its

@@ -10,7 +10,7 @@ use sqlx::{PgConnection, Postgres, Transaction};
 
 use crate::sql::{self, Sql};
 
-/// A transaction opened by [`PgStore::begin_transaction`] for an operation's
+/// A transaction opened by [`PgStore::begin_transaction`](crate::PgStore::begin_transaction) for an operation's
 /// writes (it dereferences to the connection: `.execute(&mut *tx)`) and its
 /// record ([`StoreTransaction::complete`]): the record is completed if and
 /// only if the writes commit. Dropped without a commit, it rolls back.

@@ -61,57 +61,18 @@ use redis::{Script, Value};
 /// key's own expiry is the lease deadline (in flight) or the TTL (completed),
 /// so no script needs the clock to know whether a lease is alive: an expired
 /// lease is a missing key.
-const BEGIN: &str = r"
-local t = redis.call('TIME')
-local us = t[2]
-local now = t[1] .. string.rep('0', 6 - #us) .. us
-if redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. now, 'NX', 'PX', ARGV[2]) then
-  return now
-end
-local v = redis.call('GET', KEYS[1])
-if not v or #v < 49 then error('idem: corrupt record') end
-local state = string.byte(v)
-if state ~= 82 then
-  if string.sub(v, 2, 33) ~= ARGV[1] then return {'M'} end
-  if state == 70 then return {'I', redis.call('PTTL', KEYS[1])} end
-  if state == 67 then return {'R', string.sub(v, 50)} end
-  error('idem: corrupt record')
-end
-local token = string.format('%016.0f', math.max(tonumber(string.sub(v, 34, 49)) + 1, tonumber(now)))
-redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. token, 'PX', ARGV[2])
-return token
-";
+const BEGIN: &str = include_str!("lua/begin.lua");
 
 /// `complete(token, ttl_ms, outcome)`: 1 done (now, or before by this
 /// token), 0 lost.
-const COMPLETE: &str = r"
-local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
-local state = string.byte(v)
-if state == 70 then
-  redis.call('SET', KEYS[1], 'C' .. string.sub(v, 2, 49) .. ARGV[3], 'PX', ARGV[2])
-  return 1
-end
-if state == 67 then return 1 end
-return 0
-";
+const COMPLETE: &str = include_str!("lua/complete.lua");
 
 /// `release(token)`: the lease ends now. The record stays a millisecond as
 /// released, so that a claim in that time draws its token above this one.
-const RELEASE: &str = r"
-local v = redis.call('GET', KEYS[1])
-if not v or string.byte(v) ~= 70 or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], 'R' .. string.sub(v, 2, 49), 'PX', 1)
-return 1
-";
+const RELEASE: &str = include_str!("lua/release.lua");
 
 /// `renew(token, lease_ms)`: the key's expiry moves to now + lease.
-const RENEW: &str = r"
-local v = redis.call('GET', KEYS[1])
-if not v or string.byte(v) ~= 70 or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
-";
+const RENEW: &str = include_str!("lua/renew.lua");
 
 struct Scripts {
     begin: Script,
@@ -269,18 +230,11 @@ impl RedisStore {
 
     /// The Redis key of a record: `<prefix>{<hex record id>}`.
     pub fn key(&self, id: &RecordId) -> String {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut hex = [0u8; 66];
-        hex[0] = b'{';
-        for (i, b) in id.as_bytes().iter().enumerate() {
-            hex[1 + 2 * i] = DIGITS[usize::from(b >> 4)];
-            hex[2 + 2 * i] = DIGITS[usize::from(b & 0x0f)];
-        }
-        hex[65] = b'}';
-        let mut key = String::with_capacity(self.prefix.len() + hex.len());
+        let mut key = String::with_capacity(self.prefix.len() + 66);
         key.push_str(&self.prefix);
-        // The buffer holds ASCII only.
-        key.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+        key.push('{');
+        id.push_hex(&mut key);
+        key.push('}');
         key
     }
 

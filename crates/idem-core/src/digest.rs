@@ -1,0 +1,103 @@
+//! `Digest`: a SHA-256 digest naming something, typed by what it names
+//! ([`Fingerprint`](crate::Fingerprint), [`RecordId`](crate::RecordId)).
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use sha2::{Digest as _, Sha256};
+
+/// What a [`Digest`] names: its name in `Debug` output.
+pub trait DigestKind {
+    /// The name, such as `"Fingerprint"`.
+    const NAME: &'static str;
+}
+
+/// 32 digest bytes of kind `K`: two digests of different kinds never compare.
+pub struct Digest<K> {
+    bytes: [u8; 32],
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Digest<K> {
+    /// Wraps 32 digest bytes read back from a store.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self {
+            bytes,
+            kind: PhantomData,
+        }
+    }
+
+    /// The digest bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.bytes
+    }
+
+    /// The digest as 64 lowercase hex characters.
+    pub fn to_hex(&self) -> String {
+        let mut s = String::with_capacity(64);
+        self.push_hex(&mut s);
+        s
+    }
+
+    /// Appends the 64 lowercase hex characters to `out`.
+    pub fn push_hex(&self, out: &mut String) {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        for b in self.bytes {
+            out.push(char::from(DIGITS[usize::from(b >> 4)]));
+            out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        }
+    }
+}
+
+// By hand: derives would ask `K` for what only the bytes need.
+impl<K> Clone for Digest<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Digest<K> {}
+
+impl<K> PartialEq for Digest<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl<K> Eq for Digest<K> {}
+
+impl<K> std::hash::Hash for Digest<K> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bytes.hash(state);
+    }
+}
+
+impl<K> PartialOrd for Digest<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K> Ord for Digest<K> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.bytes.cmp(&other.bytes)
+    }
+}
+
+impl<K: DigestKind> fmt::Debug for Digest<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", K::NAME, self.to_hex())
+    }
+}
+
+impl<K> fmt::Display for Digest<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// Writes one length-prefixed field, so that no two field lists hash alike.
+pub(crate) fn put_field(h: &mut Sha256, bytes: &[u8]) {
+    h.update((bytes.len() as u64).to_be_bytes());
+    h.update(bytes);
+}

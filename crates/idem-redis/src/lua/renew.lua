@@ -1,0 +1,4 @@
+local v = redis.call('GET', KEYS[1])
+if not v or string.byte(v) ~= 70 or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
