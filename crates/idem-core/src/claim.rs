@@ -75,7 +75,9 @@ impl Claim {
     /// call this once the transaction that completed the record committed
     /// (see `idem-postgres`).
     pub fn mark_completed_externally(&self) {
-        self.flags.completed_externally.store(true, Ordering::SeqCst);
+        self.flags
+            .completed_externally
+            .store(true, Ordering::SeqCst);
     }
 
     /// Whether [`mark_completed_externally`](Self::mark_completed_externally) was called.

@@ -261,7 +261,9 @@ impl Engine {
         }
 
         match completion {
-            Completion::Record { value, .. } if flags.completed_externally.load(Ordering::SeqCst) => {
+            Completion::Record { value, .. }
+                if flags.completed_externally.load(Ordering::SeqCst) =>
+            {
                 guard.state = GuardState::Done;
                 decision(call, "completed_in_transaction");
                 Ok(Execution::Executed(value))

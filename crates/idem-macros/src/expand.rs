@@ -8,7 +8,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::{self, VisitMut};
 use syn::{parse_quote, Attribute, FnArg, Ident, ItemFn, Pat, ReturnType};
 
-use crate::validate::{AxumMode, Mode, OnConflict, PlainMode, Plan};
+use crate::plan::{AxumMode, Mode, OnConflict, PlainMode, Plan};
 
 fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)

@@ -10,6 +10,8 @@
 
 mod attr;
 mod expand;
+mod params;
+mod plan;
 mod validate;
 
 use proc_macro::TokenStream;
@@ -110,17 +112,17 @@ use quote::ToTokens;
 /// [`Engine`]: https://docs.rs/idem-core/latest/idem_core/struct.Engine.html
 #[proc_macro_attribute]
 pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
-    attribute(validate::Origin::Axum, args, item)
+    attribute(plan::Origin::Axum, args, item)
 }
 
 /// The attribute as `idem_core::idempotent`: always the function form
 /// (`engine = ...` and `key = ...` required); see [`macro@idempotent`].
 #[proc_macro_attribute]
 pub fn idempotent_fn(args: TokenStream, item: TokenStream) -> TokenStream {
-    attribute(validate::Origin::Core, args, item)
+    attribute(plan::Origin::Core, args, item)
 }
 
-fn attribute(origin: validate::Origin, args: TokenStream, item: TokenStream) -> TokenStream {
+fn attribute(origin: plan::Origin, args: TokenStream, item: TokenStream) -> TokenStream {
     let original: proc_macro2::TokenStream = item.clone().into();
     let Ok(function) = syn::parse::<syn::ItemFn>(item) else {
         let error = match syn::parse2::<syn::TraitItemFn>(original.clone()) {

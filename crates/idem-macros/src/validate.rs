@@ -5,112 +5,11 @@ use std::time::Duration;
 
 use proc_macro2::Span;
 use syn::spanned::Spanned as _;
-use syn::{
-    Expr, FnArg, GenericArgument, Ident, ItemFn, LitStr, Pat, PathArguments, ReturnType, Type,
-};
+use syn::{Expr, GenericArgument, Ident, ItemFn, LitStr, PathArguments, ReturnType, Type};
 
 use crate::attr::Args;
-
-/// What a duplicate in flight gets.
-pub(crate) enum OnConflict {
-    Reject,
-    Wait(Duration),
-}
-
-/// Which crate's attribute this is, which decides the form: `idem_core`'s
-/// is always the function form; `idem_axum`'s is the handler form unless
-/// `engine = ...` is given.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Origin {
-    /// `idem_core::idempotent`.
-    Core,
-    /// `idem_axum::idempotent`.
-    Axum,
-}
-
-/// How the function is reached.
-pub(crate) enum Mode {
-    /// An axum handler: the key comes from the `Idempotency-Key` header (or
-    /// `key = ...`) and the engine from the router state; the return is any
-    /// `IntoResponse`.
-    Axum(Box<AxumMode>),
-    /// Any other async function: key and engine are expressions; the return is
-    /// `Result<T, E>`.
-    Plain(Box<PlainMode>),
-}
-
-/// The parts of a function that is not an axum handler.
-pub(crate) struct PlainMode {
-    pub(crate) key: Expr,
-    pub(crate) engine: Expr,
-    pub(crate) ok: Type,
-    pub(crate) err: Type,
-}
-
-/// The parts of an axum handler.
-pub(crate) struct AxumMode {
-    /// `key = ...`, or `None` for the `Idempotency-Key` header.
-    pub(crate) key: Option<Expr>,
-    /// The binding that `scope = ...` names.
-    pub(crate) scope: Option<Ident>,
-    /// Per parameter, in order: whether `skip` leaves it out.
-    pub(crate) skipped: Vec<bool>,
-}
-
-/// A parameter binding that goes into the fingerprint.
-pub(crate) struct Input {
-    pub(crate) ident: Ident,
-}
-
-/// Everything `expand` needs, checked.
-pub(crate) struct Plan {
-    pub(crate) mode: Mode,
-    pub(crate) ttl: Option<Duration>,
-    pub(crate) lease: Option<Duration>,
-    pub(crate) scope: Option<Ident>,
-    pub(crate) inputs: Vec<Input>,
-    pub(crate) on_conflict: Option<OnConflict>,
-    pub(crate) name: String,
-    pub(crate) claim: Option<Ident>,
-    pub(crate) krate: syn::Path,
-}
-
-/// A parameter as the rules see it.
-struct Param {
-    /// Every name bound by its pattern.
-    bindings: Vec<Ident>,
-    /// `State(..)`: the router state, never fingerprinted.
-    is_state: bool,
-}
-
-fn collect_bindings(pat: &Pat, out: &mut Vec<Ident>) {
-    match pat {
-        Pat::Ident(p) => {
-            out.push(p.ident.clone());
-            if let Some((_, sub)) = &p.subpat {
-                collect_bindings(sub, out);
-            }
-        }
-        Pat::TupleStruct(p) => p.elems.iter().for_each(|e| collect_bindings(e, out)),
-        Pat::Tuple(p) => p.elems.iter().for_each(|e| collect_bindings(e, out)),
-        Pat::Struct(p) => p.fields.iter().for_each(|f| collect_bindings(&f.pat, out)),
-        Pat::Reference(p) => collect_bindings(&p.pat, out),
-        Pat::Type(p) => collect_bindings(&p.pat, out),
-        Pat::Paren(p) => collect_bindings(&p.pat, out),
-        Pat::Slice(p) => p.elems.iter().for_each(|e| collect_bindings(e, out)),
-        _ => {}
-    }
-}
-
-fn last_segment_is(path: &syn::Path, name: &str) -> bool {
-    path.segments.last().is_some_and(|s| s.ident == name)
-}
-
-fn is_state(pat: &Pat, ty: &Type) -> bool {
-    let by_pattern = matches!(pat, Pat::TupleStruct(p) if last_segment_is(&p.path, "State"));
-    let by_type = matches!(ty, Type::Path(t) if last_segment_is(&t.path, "State"));
-    by_pattern || by_type
-}
+use crate::params::{binding_list, find, last_segment_is, params, Param};
+use crate::plan::{AxumMode, Input, Mode, OnConflict, Origin, PlainMode, Plan};
 
 /// `Result<T, E>`, by its last path segment.
 fn result_types(ret: &ReturnType) -> Option<(Type, Type)> {
@@ -178,24 +77,6 @@ fn on_conflict(lit: &LitStr) -> syn::Result<OnConflict> {
     ))
 }
 
-fn binding_list(params: &[Param]) -> String {
-    let names: Vec<String> = params
-        .iter()
-        .flat_map(|p| p.bindings.iter().map(|b| format!("`{b}`")))
-        .collect();
-    if names.is_empty() {
-        "the function has no named parameters".into()
-    } else {
-        format!("the parameters are {}", names.join(", "))
-    }
-}
-
-fn find<'a>(params: &'a [Param], name: &str) -> Option<(&'a Param, &'a Ident)> {
-    params
-        .iter()
-        .find_map(|p| p.bindings.iter().find(|b| *b == name).map(|b| (p, b)))
-}
-
 /// Collects the errors of every rule, so that all are reported at once.
 #[derive(Default)]
 struct Errors(Vec<syn::Error>);
@@ -231,32 +112,6 @@ fn check_async(sig: &syn::Signature) -> syn::Result<()> {
         sig.fn_token.span(),
         "`#[idempotent]` needs an `async fn`: write `async fn`",
     ))
-}
-
-/// The parameters, and the first one that cannot be an axum extractor (a
-/// receiver or a reference).
-fn params(sig: &syn::Signature) -> (Vec<Param>, Option<Span>) {
-    let mut not_extractor = None;
-    let mut params = Vec::new();
-    for arg in &sig.inputs {
-        match arg {
-            FnArg::Receiver(r) => {
-                not_extractor = not_extractor.or(Some(r.self_token.span));
-            }
-            FnArg::Typed(pt) => {
-                if matches!(&*pt.ty, Type::Reference(_)) {
-                    not_extractor = not_extractor.or(Some(pt.ty.span()));
-                }
-                let mut bindings = Vec::new();
-                collect_bindings(&pt.pat, &mut bindings);
-                params.push(Param {
-                    bindings,
-                    is_state: is_state(&pt.pat, &pt.ty),
-                });
-            }
-        }
-    }
-    (params, not_extractor)
 }
 
 /// Rule: `lease` is shorter than `ttl` when both are given.

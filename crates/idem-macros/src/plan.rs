@@ -1,0 +1,70 @@
+//! `Plan`: what the rules produce from the arguments and the function, and
+//! `expand` turns into code.
+
+use std::time::Duration;
+
+use syn::{Expr, Ident, Type};
+
+/// What a duplicate in flight gets.
+pub(crate) enum OnConflict {
+    Reject,
+    Wait(Duration),
+}
+
+/// Which crate's attribute this is, which decides the form: `idem_core`'s
+/// is always the function form; `idem_axum`'s is the handler form unless
+/// `engine = ...` is given.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// `idem_core::idempotent`.
+    Core,
+    /// `idem_axum::idempotent`.
+    Axum,
+}
+
+/// How the function is reached.
+pub(crate) enum Mode {
+    /// An axum handler: the key comes from the `Idempotency-Key` header (or
+    /// `key = ...`) and the engine from the router state; the return is any
+    /// `IntoResponse`.
+    Axum(Box<AxumMode>),
+    /// Any other async function: key and engine are expressions; the return is
+    /// `Result<T, E>`.
+    Plain(Box<PlainMode>),
+}
+
+/// The parts of a function that is not an axum handler.
+pub(crate) struct PlainMode {
+    pub(crate) key: Expr,
+    pub(crate) engine: Expr,
+    pub(crate) ok: Type,
+    pub(crate) err: Type,
+}
+
+/// The parts of an axum handler.
+pub(crate) struct AxumMode {
+    /// `key = ...`, or `None` for the `Idempotency-Key` header.
+    pub(crate) key: Option<Expr>,
+    /// The binding that `scope = ...` names.
+    pub(crate) scope: Option<Ident>,
+    /// Per parameter, in order: whether `skip` leaves it out.
+    pub(crate) skipped: Vec<bool>,
+}
+
+/// A parameter binding that goes into the fingerprint.
+pub(crate) struct Input {
+    pub(crate) ident: Ident,
+}
+
+/// Everything `expand` needs, checked.
+pub(crate) struct Plan {
+    pub(crate) mode: Mode,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) scope: Option<Ident>,
+    pub(crate) inputs: Vec<Input>,
+    pub(crate) on_conflict: Option<OnConflict>,
+    pub(crate) name: String,
+    pub(crate) claim: Option<Ident>,
+    pub(crate) krate: syn::Path,
+}
