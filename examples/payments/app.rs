@@ -5,7 +5,6 @@
 //! `{"amount": N}` debits it once per key, whatever the client retries.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -351,17 +350,6 @@ pub fn router(app: App) -> Router {
         .layer(axum::middleware::map_response(idem_axum::problem_json))
 }
 
-/// The same routes with the same debit handler body but without idempotency:
-/// the baseline of the load benchmark. Retries debit twice here.
-pub fn router_without_idem(app: App) -> Router {
-    Router::new()
-        .route("/accounts/{id}", get(account))
-        .route("/accounts/{id}/debits", post(debit_without_idem))
-        .with_state(app)
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::map_response(idem_axum::problem_json))
-}
-
 fn problem(status: StatusCode, slug: &str, title: &str, detail: &str) -> Response {
     let body = serde_json::json!({
         "type": format!("urn:payments:problem:{slug}"),
@@ -378,7 +366,7 @@ fn problem(status: StatusCode, slug: &str, title: &str, detail: &str) -> Respons
 }
 
 /// `None` if the id is well formed, else the 400 answer.
-fn invalid_account(id: &str) -> Option<Response> {
+pub fn invalid_account(id: &str) -> Option<Response> {
     if !id.is_empty()
         && id.len() <= 64
         && id
@@ -418,89 +406,77 @@ async fn debit(
     Path(account): Path<String>,
     Json(req): Json<Debit>,
 ) -> Response {
-    if let Some(r) = invalid_account(&account) {
+    if let Some(r) = invalid_account(&account).or_else(|| invalid_amount(&req)) {
         return r;
     }
+    pay_provider(&app).await;
     // A fencing token is unique only within its record; with the record's
-    // address it names this debit and no other. The PostgreSQL ledger also
-    // completes the record with the claim inside the debit's transaction.
+    // address it names this debit and no other.
     let debit_id = format!(
         "dbt_{}_{}",
         &claim.record_id().to_hex()[..16],
         claim.fencing_token()
     );
-    apply_debit(&app, account, &req, debit_id, Some(&claim)).await
+    let amount = req.amount;
+    let answer = |result| debit_answer(&debit_id, &account, amount, result);
+    // The PostgreSQL ledger commits the debit and its recorded answer in one
+    // transaction; the others leave the record to idem.
+    app.ledger
+        .debit_and_record(&account, amount, &claim, &answer)
+        .await
 }
 
-async fn debit_without_idem(
-    State(app): State<App>,
-    Path(id): Path<String>,
-    Json(req): Json<Debit>,
-) -> Response {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    if let Some(r) = invalid_account(&id) {
-        return r;
-    }
-    let debit_id = format!("dbt_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    apply_debit(&app, id, &req, debit_id, None).await
-}
-
-/// The debit itself: validate, call the (simulated) provider, move the
-/// money, answer. The handlers (and the benchmarks' baselines) wrap it.
-/// `claim` is `None` without idempotency.
-pub async fn apply_debit(
-    app: &App,
-    id: String,
-    req: &Debit,
-    debit_id: String,
-    claim: Option<&Claim>,
-) -> Response {
+/// `None` if the amount is in range, else the 400 answer.
+pub fn invalid_amount(req: &Debit) -> Option<Response> {
     if req.amount == 0 || req.amount > MAX_AMOUNT {
-        return problem(
+        return Some(problem(
             StatusCode::BAD_REQUEST,
             "bad-amount",
             "Amount is out of range",
             &format!("send an amount from 1 to {MAX_AMOUNT}"),
-        );
+        ));
     }
-    // The payment provider: slow on purpose when DEBIT_DELAY_MS is set.
+    None
+}
+
+/// The payment provider: slow on purpose when `DEBIT_DELAY_MS` is set.
+pub async fn pay_provider(app: &App) {
     if !app.debit_delay.is_zero() {
         tokio::time::sleep(app.debit_delay).await;
     }
-    let amount = req.amount;
-    let account = id.clone();
-    let respond = move |result: Result<u64, LedgerError>| match result {
+}
+
+/// The answer to a debit: 201 with the receipt, 402 for insufficient funds
+/// (recorded and replayed like a success), 503 if the ledger failed (not
+/// recorded: the claim is released and a retry debits).
+pub fn debit_answer(
+    debit_id: &str,
+    account: &str,
+    amount: u64,
+    result: Result<u64, LedgerError>,
+) -> Response {
+    match result {
         Ok(balance) => (
             StatusCode::CREATED,
             Json(Receipt {
-                debit_id: debit_id.clone(),
-                account: id.clone(),
+                debit_id: debit_id.to_owned(),
+                account: account.to_owned(),
                 amount,
                 balance,
             }),
         )
             .into_response(),
-        // A business answer: recorded and replayed like a success.
         Err(e @ LedgerError::InsufficientFunds { .. }) => problem(
             StatusCode::PAYMENT_REQUIRED,
             "insufficient-funds",
             "Insufficient funds",
             &e.to_string(),
         ),
-        // Not recorded (5xx): the claim is released and a retry debits.
         Err(e) => problem(
             StatusCode::SERVICE_UNAVAILABLE,
             "ledger-unavailable",
             "Ledger unavailable",
             &e.to_string(),
         ),
-    };
-    match claim {
-        Some(claim) => {
-            app.ledger
-                .debit_and_record(&account, amount, claim, &respond)
-                .await
-        }
-        None => respond(app.ledger.debit(&account, amount).await),
     }
 }

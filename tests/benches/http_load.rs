@@ -26,10 +26,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use idem_core::{Engine, MemoryStore, Policy};
-use idem_examples::payments::{
-    apply_debit, router, router_without_idem, App, Debit, Ledger, MemoryLedger, PgLedger,
-};
+use idem_examples::payments::{router, App, Debit, Ledger, MemoryLedger, PgLedger};
 use idem_postgres::PgStore;
+
+#[path = "common/baseline.rs"]
+mod baseline;
 use idem_redis::RedisStore;
 
 const ROUNDS: usize = 7;
@@ -167,7 +168,7 @@ async fn naive_debit<K: NaiveKeys>(
         Ok(false) => return StatusCode::CONFLICT.into_response(),
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
-    let response = apply_debit(&n.app, id, &req, key.clone(), None).await;
+    let response = baseline::debit_once(&n.app, id, &req, key.clone()).await;
     let (parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
@@ -590,7 +591,7 @@ fn main() -> ExitCode {
         if wanted("memory") {
             let (bare, idem) = rt.block_on(async {
                 (
-                    idem_tests::serve(router_without_idem(app())).await,
+                    idem_tests::serve(baseline::router(app())).await,
                     idem_tests::serve(router(app())).await,
                 )
             });

@@ -16,7 +16,10 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use criterion::{criterion_group, criterion_main, Criterion};
 use idem_core::{Engine, MemoryStore, Policy};
-use idem_examples::payments::{router, router_without_idem, App, MemoryLedger};
+use idem_examples::payments::{router, App, MemoryLedger};
+
+#[path = "common/baseline.rs"]
+mod baseline;
 use tower::ServiceExt;
 
 fn app() -> App {
@@ -56,7 +59,7 @@ fn debit_route(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let (bare, idem) = rt.block_on(async { (router_without_idem(app()), router(app())) });
+    let (bare, idem) = rt.block_on(async { (baseline::router(app()), router(app())) });
     let counter = AtomicU64::new(0);
     let mut group = c.benchmark_group("debit_route");
     group.bench_function("without_idem", |b| {
