@@ -36,7 +36,7 @@ use crate::fingerprint::Fingerprint;
 use crate::store::{Begin, FencingToken, Lease, Outcome};
 
 /// A stored record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Record {
     /// The fingerprint of the request that created it.
     pub fingerprint: Fingerprint,
@@ -47,7 +47,7 @@ pub struct Record {
 }
 
 /// The state of a [`Record`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RecordState {
     /// A holder runs the operation.
     InFlight {

@@ -17,13 +17,10 @@
 //! hundred milliseconds.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use crate::fingerprint::Fingerprint;
-use crate::key::{IdempotencyKey, RecordId, Scope};
-use crate::store::{Begin, Lease, Outcome, Store, StoreErrorKind};
+use crate::store::{Begin, Lease, Outcome, Store};
 
 /// Runs one check on a store made by `make`, in a fresh multi-threaded runtime.
 /// Used by [`store_conformance_tests!`](crate::store_conformance_tests).
@@ -68,6 +65,11 @@ macro_rules! __idem_conformance_checks {
             concurrent_begins_acquire_once,
             records_are_independent,
             tokens_increase,
+            expired_record_is_taken_over_once,
+            renewed_claim_is_never_abandoned,
+            completion_keeps_the_fingerprint,
+            completion_of_another_record_is_refused,
+            different_keys_never_share_a_record,
         }
     };
 }
@@ -108,49 +110,22 @@ where
     crate::__idem_conformance_checks!(all {});
 }
 
-/// A record id no other check, test process or earlier run uses.
-pub fn fresh_id(label: &str) -> RecordId {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let scope = Scope::new(format!("conformance/{}/{nanos}/{n}", std::process::id()));
-    let key = IdempotencyKey::parse(label)
-        .unwrap_or_else(|_| IdempotencyKey::parse("conformance").expect("a valid literal key"));
-    RecordId::new(&scope, &key)
-}
+mod known_bugs;
+mod support;
 
-/// A fingerprint for test request number `n`.
-pub fn fp(n: u8) -> Fingerprint {
-    Fingerprint::builder("conformance")
-        .bytes("n", &[n])
-        .finish()
-}
+pub use support::{fp, fresh_id};
 
 /// The individual checks. Each takes the store under test.
 pub mod checks {
-    use super::{fp, fresh_id, Arc, Begin, Duration, Lease, Outcome, Store, StoreErrorKind};
+    use super::{fp, fresh_id, Arc, Begin, Duration, Lease, Outcome, Store};
 
-    const LONG: Duration = Duration::from_secs(30);
-    const TTL: Duration = Duration::from_secs(600);
+    pub use super::known_bugs::{
+        completion_keeps_the_fingerprint, completion_of_another_record_is_refused,
+        different_keys_never_share_a_record, expired_record_is_taken_over_once,
+        renewed_claim_is_never_abandoned,
+    };
 
-    async fn acquire(store: &dyn Store, id: &crate::RecordId, n: u8, lease: Duration) -> Lease {
-        match store.begin(id, &fp(n), lease).await {
-            Ok(Begin::Acquired(lease)) => lease,
-            other => panic!("begin on a free record must answer Acquired, got {other:?}"),
-        }
-    }
-
-    async fn expect_lease_lost<T: std::fmt::Debug>(
-        what: &str,
-        result: impl std::future::Future<Output = Result<T, crate::StoreError>>,
-    ) {
-        match result.await {
-            Err(e) if e.kind() == StoreErrorKind::LeaseLost => {}
-            other => panic!("{what} must fail with LeaseLost, got {other:?}"),
-        }
-    }
+    use super::support::{acquire, expect_lease_lost, LONG, TTL};
 
     /// `begin` on a record that does not exist acquires it with the lease asked for.
     pub async fn begin_on_absent_acquires(store: Arc<dyn Store>) {

@@ -22,11 +22,7 @@ pub(crate) fn router(app: App) -> Router {
 }
 
 /// The example's debit handler body, without idem.
-async fn debit(
-    State(app): State<App>,
-    Path(id): Path<String>,
-    Json(req): Json<Debit>,
-) -> Response {
+async fn debit(State(app): State<App>, Path(id): Path<String>, Json(req): Json<Debit>) -> Response {
     debit_once(&app, id, &req, next_debit_id()).await
 }
 
