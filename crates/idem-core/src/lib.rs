@@ -95,7 +95,10 @@ pub use memory::{MemoryStore, WhenFull};
 pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
 pub use ran::Ran;
 pub use result_codec::encode_result;
-pub use store::{Begin, FencingToken, Lease, Outcome, Store, StoreError, StoreErrorKind};
+pub use store::{
+    Begin, FencingToken, Lease, Outcome, RecordInfo, RecordInfoState, Removal, Store, StoreError,
+    StoreErrorKind,
+};
 pub use transaction::StoreTransaction;
 
 /// The `async_trait` attribute used by [`Store`], re-exported so that store

@@ -18,6 +18,9 @@
 //! | in-flight, holder's token | release | `Released` | the lease ends now |
 //! | in-flight, holder's token | renew | `Renewed` | lease until `now + duration` |
 //! | anything else | complete, release, renew | `LeaseLost` | none |
+//! | completed, or in-flight with `force` | remove | `Removed` | ends now, token kept |
+//! | in-flight, no `force` | remove | `RemoveRefused` | none |
+//! | none | remove | `Absent` | none |
 //!
 //! A record is *live* while it is in flight before its lease deadline, or
 //! completed before its expiry; a record that is not live counts as none.
@@ -111,6 +114,11 @@ pub enum Event<'a> {
         /// The new lease length from now.
         duration: Duration,
     },
+    /// [`Store::remove`](crate::Store::remove): an operator ends a record.
+    Remove {
+        /// End an in-flight claim too.
+        force: bool,
+    },
 }
 
 /// The answer to an [`Event`].
@@ -126,6 +134,12 @@ pub enum Answer {
     Renewed(Lease),
     /// The presented lease is not the live claim; nothing changed.
     LeaseLost,
+    /// The record was ended; a retry runs again.
+    Removed,
+    /// The record is in flight and removal was not forced; nothing changed.
+    RemoveRefused,
+    /// There is no live record; nothing changed.
+    Absent,
 }
 
 /// What the store must write after an [`Event`].
@@ -140,6 +154,25 @@ pub enum Effect {
 /// Converts a duration to microseconds, saturating.
 pub fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// An operator ends a record. Ended rather than deleted: the record stays,
+/// not live, with its token, so that the next claim's token is greater.
+fn remove(live: Option<&Record>, now: u64, force: bool) -> (Answer, Effect) {
+    match live {
+        None => (Answer::Absent, Effect::Keep),
+        Some(r) if !force && matches!(r.state, RecordState::InFlight { .. }) => {
+            (Answer::RemoveRefused, Effect::Keep)
+        }
+        Some(r) => (
+            Answer::Removed,
+            Effect::Put(Record {
+                fingerprint: r.fingerprint,
+                token: r.token,
+                state: RecordState::InFlight { lease_until: now },
+            }),
+        ),
+    }
 }
 
 /// Applies `event` to the record found (`None` if there is none) at store time
@@ -243,6 +276,7 @@ pub fn step(record: Option<&Record>, now: u64, event: Event<'_>) -> (Answer, Eff
             }
             _ => (Answer::LeaseLost, Effect::Keep),
         },
+        Event::Remove { force } => remove(live, now, force),
     }
 }
 

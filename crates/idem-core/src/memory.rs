@@ -3,64 +3,23 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordId;
-use crate::machine::{micros, Answer, Event};
-use crate::store::{Begin, Lease, Outcome, Store, StoreError};
-
-/// A source of time for [`MemoryStore`], in microseconds since the Unix epoch.
-pub trait Clock: Send + Sync + 'static {
-    /// The current time.
-    fn now_micros(&self) -> u64;
-}
-
-/// The system's wall clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_micros(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, micros)
-    }
-}
-
-/// A clock that moves only when told to, for deterministic tests.
-#[derive(Debug, Default)]
-pub struct ManualClock(AtomicU64);
-
-impl ManualClock {
-    /// A clock reading `start_micros`.
-    pub fn new(start_micros: u64) -> Self {
-        Self(AtomicU64::new(start_micros))
-    }
-
-    /// Moves the clock forward.
-    pub fn advance(&self, by: Duration) {
-        self.0.fetch_add(micros(by), Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_micros(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl<C: Clock> Clock for Arc<C> {
-    fn now_micros(&self) -> u64 {
-        (**self).now_micros()
-    }
-}
+use crate::machine::{Answer, Event, RecordState};
+use crate::store::{
+    Begin, Lease, Outcome, RecordInfo, RecordInfoState, Removal, Store, StoreError,
+};
 
 mod shard;
 
 use shard::Shard;
+
+mod clock;
+pub use clock::{Clock, ManualClock, SystemClock};
 
 /// What a [`MemoryStore`] at its byte bound does when a new record comes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -471,6 +430,37 @@ impl Store for MemoryStore {
         match self.run(id, Event::Renew { lease, duration })? {
             Answer::Renewed(l) => Ok(l),
             Answer::LeaseLost => Err(StoreError::lease_lost()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        let now = self.inner.clock.now_micros();
+        let left = |until: u64| Duration::from_micros(until.saturating_sub(now));
+        let record = lock(self.inner.shard(id)).get(id);
+        Ok(record.filter(|r| r.is_live(now)).map(|r| RecordInfo {
+            fingerprint: r.fingerprint,
+            token: r.token,
+            state: match r.state {
+                RecordState::InFlight { lease_until } => RecordInfoState::InFlight {
+                    lease_left: left(lease_until),
+                },
+                RecordState::Completed {
+                    outcome,
+                    expires_at,
+                } => RecordInfoState::Completed {
+                    expires_in: left(expires_at),
+                    outcome,
+                },
+            },
+        }))
+    }
+
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        match self.run(id, Event::Remove { force })? {
+            Answer::Removed => Ok(Removal::Removed),
+            Answer::RemoveRefused => Ok(Removal::InFlight),
+            Answer::Absent => Ok(Removal::Absent),
             other => Err(unexpected(&other)),
         }
     }

@@ -117,6 +117,8 @@ pub enum StoreErrorKind {
     Full,
     /// The store returned data that idem cannot read.
     Corrupt,
+    /// The store does not offer this operation.
+    Unsupported,
 }
 
 /// An error from a [`Store`]. Stores fail closed: when this is returned from
@@ -174,6 +176,15 @@ impl StoreError {
         }
     }
 
+    /// The store does not offer `operation`.
+    pub fn unsupported(operation: &str) -> Self {
+        Self {
+            kind: StoreErrorKind::Unsupported,
+            message: format!("this store does not offer `{operation}`"),
+            source: None,
+        }
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
@@ -208,6 +219,45 @@ impl StdError for StoreError {
             .as_deref()
             .map(|e| e as &(dyn StdError + 'static))
     }
+}
+
+/// What a live record says, for operators ([`Store::inspect`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordInfo {
+    /// The fingerprint of the request that made it.
+    pub fingerprint: Fingerprint,
+    /// The token of its latest claim.
+    pub token: FencingToken,
+    /// In flight or completed.
+    pub state: RecordInfoState,
+}
+
+/// The state of a live record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordInfoState {
+    /// A holder runs the operation.
+    InFlight {
+        /// The time left on its lease.
+        lease_left: Duration,
+    },
+    /// The outcome is recorded.
+    Completed {
+        /// The time until the record expires.
+        expires_in: Duration,
+        /// The recorded outcome.
+        outcome: Outcome,
+    },
+}
+
+/// What [`Store::remove`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The record was ended: the next request with its key runs again.
+    Removed,
+    /// The record is in flight and removal was not forced: nothing changed.
+    InFlight,
+    /// There is no live record: nothing changed.
+    Absent,
 }
 
 /// Where idempotency records live.
@@ -248,4 +298,21 @@ pub trait Store: Send + Sync + 'static {
         lease: &Lease,
         duration: Duration,
     ) -> Result<Lease, StoreError>;
+
+    /// Looks a live record up, for operators (support, debugging); `None`
+    /// if there is none. Not on the request path.
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        let _ = id;
+        Err(StoreError::unsupported("inspect"))
+    }
+
+    /// Ends a live record, so that the next request with its key runs
+    /// again. An in-flight record is refused unless `force` (its holder may
+    /// still be running the operation: a retry would run it twice). The
+    /// record's token is kept, so a holder fenced off by a later claim stays
+    /// fenced.
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        let _ = (id, force);
+        Err(StoreError::unsupported("remove"))
+    }
 }

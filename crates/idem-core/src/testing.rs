@@ -70,6 +70,9 @@ macro_rules! __idem_conformance_checks {
             completion_keeps_the_fingerprint,
             completion_of_another_record_is_refused,
             different_keys_never_share_a_record,
+            inspect_shows_the_record,
+            remove_refuses_a_claim_unless_forced,
+            remove_of_a_completion_lets_the_key_run_again,
         }
     };
 }
@@ -111,6 +114,7 @@ where
 }
 
 mod known_bugs;
+mod operations;
 mod support;
 
 pub use support::{fp, fresh_id};
@@ -123,6 +127,10 @@ pub mod checks {
         completion_keeps_the_fingerprint, completion_of_another_record_is_refused,
         different_keys_never_share_a_record, expired_record_is_taken_over_once,
         renewed_claim_is_never_abandoned,
+    };
+    pub use super::operations::{
+        inspect_shows_the_record, remove_of_a_completion_lets_the_key_run_again,
+        remove_refuses_a_claim_unless_forced,
     };
 
     use super::support::{acquire, expect_lease_lost, LONG, TTL};

@@ -66,7 +66,7 @@ use std::time::Duration;
 
 use idem_core::{
     async_trait, encode_result, Begin, Claim, FencingToken, Fingerprint, Lease, Outcome, RecordId,
-    Store, StoreError,
+    RecordInfo, Removal, Store, StoreError,
 };
 use serde::Serialize;
 use sqlx::postgres::PgPool;
@@ -386,5 +386,13 @@ impl Store for PgStore {
             token: lease.token,
             duration,
         })
+    }
+
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        sql::inspect(&self.pool, &self.sql, id).await
+    }
+
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        sql::remove(&self.pool, &self.sql, id, force).await
     }
 }

@@ -5,8 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::machine::micros;
-use idem_core::{Lease, Outcome, RecordId, StoreError};
-use sqlx::{AssertSqlSafe, PgConnection};
+use idem_core::{
+    FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState, Removal,
+    StoreError,
+};
+use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 /// Why a schema or table name was refused.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +38,8 @@ pub(crate) struct Sql {
     pub(crate) release: Arc<str>,
     pub(crate) renew: Arc<str>,
     pub(crate) purge: Arc<str>,
+    pub(crate) inspect: Arc<str>,
+    pub(crate) remove: Arc<str>,
     pub(crate) migration: Vec<String>,
 }
 
@@ -89,6 +94,22 @@ impl Sql {
             renew: format!(
                 "UPDATE {t} SET deadline = clock_timestamp() + $3::bigint * interval '1 microsecond' \
                  WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+            )
+            .into(),
+            inspect: format!(
+                "SELECT fingerprint, token, completed, outcome, \
+                   GREATEST((extract(epoch FROM (deadline - clock_timestamp())) * 1000000)::bigint, 0) AS left_us \
+                 FROM {t} WHERE id = $1 AND deadline > clock_timestamp()"
+            )
+            .into(),
+            // Ended rather than deleted, as a release: the token stays, so
+            // the next claim's is greater.
+            remove: format!(
+                "WITH live AS (SELECT completed FROM {t} WHERE id = $1 AND deadline > clock_timestamp()), \
+                 ended AS ( \
+                   UPDATE {t} SET completed = false, outcome = NULL, deadline = clock_timestamp() \
+                   WHERE id = $1 AND deadline > clock_timestamp() AND (completed OR $2) RETURNING 1) \
+                 SELECT (SELECT count(*) FROM ended) AS ended, (SELECT count(*) FROM live) AS live"
             )
             .into(),
             // A record is dropped only once it is not live and the clock has
@@ -168,4 +189,67 @@ pub(crate) async fn complete(
     } else {
         Err(StoreError::lease_lost())
     }
+}
+
+/// The live record `id`, for operators.
+pub(crate) async fn inspect(
+    pool: &sqlx::PgPool,
+    sql: &Sql,
+    id: &RecordId,
+) -> Result<Option<RecordInfo>, StoreError> {
+    let row = sqlx::query(AssertSqlSafe(Arc::clone(&sql.inspect)))
+        .bind(&id.as_bytes()[..])
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| db_error("inspect", e))?;
+    let Some(row) = row else { return Ok(None) };
+    let corrupt = |what: &str| StoreError::corrupt(format!("postgres inspect: {what}"));
+    let get = |e: sqlx::Error| corrupt(&e.to_string());
+    let fingerprint: Vec<u8> = row.try_get("fingerprint").map_err(get)?;
+    let fingerprint: [u8; 32] = fingerprint
+        .try_into()
+        .map_err(|_| corrupt("the fingerprint is not 32 bytes"))?;
+    let token: i64 = row.try_get("token").map_err(get)?;
+    let completed: bool = row.try_get("completed").map_err(get)?;
+    let outcome: Option<Vec<u8>> = row.try_get("outcome").map_err(get)?;
+    let left_us: i64 = row.try_get("left_us").map_err(get)?;
+    let left = Duration::from_micros(u64::try_from(left_us).unwrap_or(0));
+    let state = if completed {
+        RecordInfoState::Completed {
+            expires_in: left,
+            outcome: Outcome::new(
+                outcome.ok_or_else(|| corrupt("a completed record has no outcome"))?,
+            ),
+        }
+    } else {
+        RecordInfoState::InFlight { lease_left: left }
+    };
+    Ok(Some(RecordInfo {
+        fingerprint: Fingerprint::from_bytes(fingerprint),
+        token: FencingToken(u64::try_from(token).map_err(|_| corrupt("a negative token"))?),
+        state,
+    }))
+}
+
+/// Ends the live record `id` (an in-flight one only if `force`).
+pub(crate) async fn remove(
+    pool: &sqlx::PgPool,
+    sql: &Sql,
+    id: &RecordId,
+    force: bool,
+) -> Result<Removal, StoreError> {
+    let row = sqlx::query(AssertSqlSafe(Arc::clone(&sql.remove)))
+        .bind(&id.as_bytes()[..])
+        .bind(force)
+        .fetch_one(pool)
+        .await
+        .map_err(|e| db_error("remove", e))?;
+    let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres remove: {e}"));
+    let ended: i64 = row.try_get("ended").map_err(get)?;
+    let live: i64 = row.try_get("live").map_err(get)?;
+    Ok(match (ended, live) {
+        (0, 0) => Removal::Absent,
+        (0, _) => Removal::InFlight,
+        _ => Removal::Removed,
+    })
 }

@@ -44,12 +44,17 @@ use std::time::Duration;
 
 use idem_core::machine::micros;
 use idem_core::{
-    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, Store, StoreError,
+    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal,
+    Store, StoreError,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
+
+mod operations;
+
+use operations::parse_token;
 
 /// `begin(fingerprint, lease_ms)`. A new key is claimed by `TIME` and
 /// `SET NX` alone; only an existing record is read. A fresh claim replies
@@ -74,11 +79,20 @@ const RELEASE: &str = include_str!("lua/release.lua");
 /// `renew(token, lease_ms)`: the key's expiry moves to now + lease.
 const RENEW: &str = include_str!("lua/renew.lua");
 
+/// `inspect()`: 0 if no live record, else `{value, pttl}`.
+const INSPECT: &str = include_str!("lua/inspect.lua");
+
+/// `remove(force)`: 1 removed (ended now, token kept, as a release), 2 in
+/// flight and not forced, 0 no live record.
+const REMOVE: &str = include_str!("lua/remove.lua");
+
 struct Scripts {
     begin: Script,
     complete: Script,
     release: Script,
     renew: Script,
+    inspect: Script,
+    remove: Script,
 }
 
 impl Scripts {
@@ -88,6 +102,8 @@ impl Scripts {
             complete: Script::new(COMPLETE),
             release: Script::new(RELEASE),
             renew: Script::new(RENEW),
+            inspect: Script::new(INSPECT),
+            remove: Script::new(REMOVE),
         }
     }
 }
@@ -325,14 +341,6 @@ impl TokenText {
     }
 }
 
-fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
-    std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .map(FencingToken)
-        .ok_or_else(|| StoreError::corrupt("redis begin: the token is not a decimal number"))
-}
-
 #[async_trait]
 impl Store for RedisStore {
     async fn begin(
@@ -422,6 +430,21 @@ impl Store for RedisStore {
             token: lease.token,
             duration,
         })
+    }
+
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        let reply = self
+            .invoke("inspect", &self.scripts.inspect, self.key(id), &[])
+            .await?;
+        operations::inspected(&reply)
+    }
+
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        let force: &[u8] = if force { b"1" } else { b"0" };
+        let reply = self
+            .invoke("remove", &self.scripts.remove, self.key(id), &[force])
+            .await?;
+        operations::removed(&reply)
     }
 }
 

@@ -179,6 +179,11 @@ impl Shard {
         (count, bytes)
     }
 
+    /// The record `id`, as stored.
+    pub(crate) fn get(&self, id: &RecordId) -> Option<Record> {
+        self.records.get(id).cloned()
+    }
+
     /// The completed record closest to expiry, if any.
     pub(crate) fn oldest(&mut self) -> Option<(u64, RecordId)> {
         self.trim();

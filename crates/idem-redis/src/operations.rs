@@ -1,0 +1,63 @@
+//! Reading the replies of the operators' calls (`inspect`, `remove`) and the
+//! record's fields.
+
+use std::time::Duration;
+
+use idem_core::{
+    FencingToken, Fingerprint, Outcome, RecordInfo, RecordInfoState, Removal, StoreError,
+};
+use redis::Value;
+
+/// A token as the records spell it, read back.
+pub(crate) fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .map(FencingToken)
+        .ok_or_else(|| StoreError::corrupt("redis: a record's token is not a decimal number"))
+}
+
+/// The inspect script's reply: 0 for no live record, else the record's
+/// value and its key's time to live in milliseconds.
+pub(crate) fn inspected(reply: &Value) -> Result<Option<RecordInfo>, StoreError> {
+    let corrupt = || StoreError::corrupt(format!("redis inspect: unexpected reply {reply:?}"));
+    let (value, ttl) = match reply {
+        Value::Int(0) => return Ok(None),
+        Value::Array(items) => match (items.first(), items.get(1)) {
+            (Some(Value::BulkString(v)), Some(Value::Int(ttl))) => (v, *ttl),
+            _ => return Err(corrupt()),
+        },
+        _ => return Err(corrupt()),
+    };
+    if value.len() < 49 {
+        return Err(corrupt());
+    }
+    let fingerprint: [u8; 32] = value[1..33].try_into().map_err(|_| corrupt())?;
+    let token = parse_token(&value[33..49])?;
+    let left = Duration::from_millis(u64::try_from(ttl).unwrap_or(0));
+    let state = match value[0] {
+        b'F' => RecordInfoState::InFlight { lease_left: left },
+        b'C' => RecordInfoState::Completed {
+            expires_in: left,
+            outcome: Outcome::new(value[49..].to_vec()),
+        },
+        _ => return Err(corrupt()),
+    };
+    Ok(Some(RecordInfo {
+        fingerprint: Fingerprint::from_bytes(fingerprint),
+        token,
+        state,
+    }))
+}
+
+/// The remove script's reply.
+pub(crate) fn removed(reply: &Value) -> Result<Removal, StoreError> {
+    match reply {
+        Value::Int(1) => Ok(Removal::Removed),
+        Value::Int(2) => Ok(Removal::InFlight),
+        Value::Int(0) => Ok(Removal::Absent),
+        other => Err(StoreError::corrupt(format!(
+            "redis remove: unexpected reply {other:?}"
+        ))),
+    }
+}
