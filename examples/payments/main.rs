@@ -9,6 +9,9 @@
 //!
 //! Environment:
 //! - `ADDR`: where to listen (default `127.0.0.1:3000`);
+//! - `ADMIN_ADDR`: if set, where the operators' routes listen
+//!   (`idem_axum::admin_router`: `GET`/`DELETE /records?scope=<account>&key=<key>`),
+//!   unauthenticated, so keep it on an internal address;
 //! - `REDIS_URL`: records and balances in Redis;
 //! - `DATABASE_URL`: records and balances in PostgreSQL (schema `PG_SCHEMA`,
 //!   default `payments`), each debit committed with its record;
@@ -118,6 +121,17 @@ async fn run() -> Result<(), String> {
         ledger,
         debit_delay,
     };
+    if let Ok(admin_addr) = std::env::var("ADMIN_ADDR") {
+        let admin = tokio::net::TcpListener::bind(&admin_addr)
+            .await
+            .map_err(|e| format!("cannot listen on ADMIN_ADDR {admin_addr}: {e}"))?;
+        println!("payments: operators' routes on http://{admin_addr}/records");
+        tokio::spawn(serve(
+            admin,
+            idem_axum::admin_router(app.engine.clone()),
+            header_timeout,
+        ));
+    }
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;

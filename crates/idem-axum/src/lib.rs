@@ -71,6 +71,7 @@
 //! path, query parameters (in any order) and body match; a JSON body is
 //! compared parsed, so key order and whitespace do not matter.
 
+mod admin;
 mod commit_response;
 mod detached;
 mod extract;
@@ -87,6 +88,7 @@ mod respond;
 mod service;
 mod settings;
 
+pub use admin::admin_router;
 pub use commit_response::commit_response;
 pub use extract::Idempotent;
 pub use handler_input::PER_ATTEMPT_HEADERS;

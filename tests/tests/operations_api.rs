@@ -1,0 +1,140 @@
+//! The operators' routes (`idem_axum::admin_router`) beside the payments
+//! service, over real sockets: support looks a customer's key up, clears it,
+//! and the customer's next request runs again; a key still in flight is not
+//! cleared unless forced, and forcing it fences the running request off.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use idem_core::{Engine, MemoryStore};
+use idem_examples::payments::{router, App, MemoryLedger};
+use idem_tests::serve;
+use serde_json::Value;
+
+async fn start(debit_delay: Duration) -> (String, String) {
+    let app = App {
+        engine: Engine::new(MemoryStore::new()),
+        ledger: Arc::new(MemoryLedger::default()),
+        debit_delay,
+    };
+    let admin = serve(idem_axum::admin_router(app.engine.clone())).await;
+    (serve(router(app)).await, admin)
+}
+
+async fn debit(url: &str, account: &str, key: &str) -> (StatusCode, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{url}/accounts/{account}/debits"))
+        .header("idempotency-key", key)
+        .header("content-type", "application/json")
+        .body(r#"{"amount":100}"#)
+        .send()
+        .await
+        .expect("debit");
+    (r.status(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn admin(method: reqwest::Method, url: &str, query: &str) -> (StatusCode, Value) {
+    let r = reqwest::Client::new()
+        .request(method, format!("{url}/records?{query}"))
+        .send()
+        .await
+        .expect("admin request");
+    (r.status(), r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn support_looks_a_key_up_clears_it_and_the_customer_s_retry_runs_again() {
+    let (url, ops) = start(Duration::ZERO).await;
+    let (status, first) = debit(&url, "ann", "pay-1").await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(first["balance"], 9900);
+
+    let (status, record) = admin(reqwest::Method::GET, &ops, "scope=ann&key=pay-1").await;
+    assert_eq!(status, StatusCode::OK, "{record}");
+    assert_eq!(record["state"], "completed");
+    assert!(record["outcome_bytes"].as_u64().unwrap_or(0) > 0);
+    assert!(
+        record.get("outcome").is_none(),
+        "the outcome only when asked"
+    );
+    assert!(record["expires_in_ms"].as_u64().unwrap_or(0) > 0);
+
+    let (_, shown) = admin(
+        reqwest::Method::GET,
+        &ops,
+        "scope=ann&key=pay-1&outcome=true",
+    )
+    .await;
+    assert_eq!(shown["outcome"]["status"], 201);
+    assert!(
+        shown["outcome"]["body"]
+            .as_str()
+            .unwrap_or("")
+            .contains(first["debit_id"].as_str().unwrap_or("?")),
+        "{shown}"
+    );
+
+    let (status, removed) = admin(reqwest::Method::DELETE, &ops, "scope=ann&key=pay-1").await;
+    assert_eq!(
+        (status, &removed["removed"]),
+        (StatusCode::OK, &Value::Bool(true))
+    );
+    let (status, gone) = admin(reqwest::Method::GET, &ops, "scope=ann&key=pay-1").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(gone["type"], "urn:idem:problem:not-found");
+    let (status, again) = admin(reqwest::Method::DELETE, &ops, "scope=ann&key=pay-1").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{again}");
+
+    let (status, retried) = debit(&url, "ann", "pay-1").await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(retried["balance"], 9800, "cleared, the key runs again");
+    assert_ne!(retried["debit_id"], first["debit_id"]);
+}
+
+#[tokio::test]
+async fn a_key_in_flight_is_cleared_only_when_forced_and_the_running_request_is_fenced_off() {
+    let (url, ops) = start(Duration::from_millis(600)).await;
+    let running = tokio::spawn({
+        let url = url.clone();
+        async move { debit(&url, "bob", "pay-2").await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, record) = admin(reqwest::Method::GET, &ops, "scope=bob&key=pay-2").await;
+    assert_eq!(
+        (status, &record["state"]),
+        (StatusCode::OK, &Value::from("in_flight"))
+    );
+    assert!(record["lease_left_ms"].as_u64().unwrap_or(0) > 0);
+
+    let (status, refused) = admin(reqwest::Method::DELETE, &ops, "scope=bob&key=pay-2").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["type"], "urn:idem:problem:request-in-flight");
+    let (status, _) = admin(
+        reqwest::Method::DELETE,
+        &ops,
+        "scope=bob&key=pay-2&force=true",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // The running request's claim was ended: its result is not recorded.
+    let (status, answer) = running.await.expect("running debit");
+    assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    assert_eq!(answer["type"], "urn:idem:problem:lease-lost");
+    let (status, _) = admin(reqwest::Method::GET, &ops, "scope=bob&key=pay-2").await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "nothing recorded after the removal"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_key_is_a_problem() {
+    let (_, ops) = start(Duration::ZERO).await;
+    let long = "k".repeat(300);
+    let (status, problem) = admin(reqwest::Method::GET, &ops, &format!("scope=x&key={long}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(problem["type"], "urn:idem:problem:key-malformed");
+}
