@@ -54,6 +54,7 @@ impl RequestHead {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
+        let call = call.with_operation(self.operation.clone());
         respond::respond(engine, call, self.settings, op).await
     }
 }

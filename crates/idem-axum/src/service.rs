@@ -131,7 +131,7 @@ where
         parts.uri.query(),
     );
     add_body(&mut fp, "body", is_json(&parts.headers), &bytes);
-    let call = Call::new(scope, key, fp.finish());
+    let call = Call::new(scope, key, fp.finish()).with_operation("http");
     respond::respond(engine, call, config.settings, move |_claim| async move {
         pass(
             inner

@@ -1,5 +1,6 @@
 //! `Call`: one idempotent invocation.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::fingerprint::Fingerprint;
@@ -15,6 +16,7 @@ pub struct Call {
     pub(crate) fingerprint: Fingerprint,
     pub(crate) id: RecordId,
     pub(crate) overrides: Overrides,
+    pub(crate) operation: Cow<'static, str>,
 }
 
 impl Call {
@@ -28,6 +30,7 @@ impl Call {
             fingerprint,
             id,
             overrides: Overrides::default(),
+            operation: Cow::Borrowed(""),
         }
     }
 
@@ -62,6 +65,20 @@ impl Call {
     /// This call's overrides of the engine's policy.
     pub fn overrides(&self) -> &Overrides {
         &self.overrides
+    }
+
+    /// Names the operation in metrics (`idem.operation`); by default none.
+    /// Keep the set of names small: one per endpoint or handler, never a
+    /// per-request value.
+    #[must_use]
+    pub fn with_operation(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.operation = name.into();
+        self
+    }
+
+    /// The operation's name (empty if none was given).
+    pub fn operation(&self) -> &str {
+        &self.operation
     }
 
     /// The scope.

@@ -16,6 +16,7 @@ use crate::completion::{Completion, Execution};
 use crate::error::Error;
 use crate::failure::Failure;
 use crate::holder::{renew_loop, Guard, GuardState};
+use crate::observe;
 use crate::pending_begin::PendingBegin;
 use crate::policy::{OnInFlight, Policy, MIN_DURATION};
 use crate::ran::Ran;
@@ -105,7 +106,7 @@ impl Engine {
     /// An engine over a shared store.
     pub fn from_arc(store: Arc<dyn Store>) -> Self {
         Self {
-            store,
+            store: observe::timed(store),
             policy: Policy::default(),
         }
     }
@@ -234,7 +235,9 @@ impl Engine {
             state: GuardState::Running,
             renewal: None,
             scope: &call.scope,
+            operation: &call.operation,
         };
+        observe::claims_held(1.0);
         let claim = Claim::new(call.id, lease, ttl, Arc::clone(&flags));
         let renew_every = lease_len / 3;
         let fut = op(claim);
@@ -277,6 +280,7 @@ impl Engine {
                         Ok(Execution::Executed(value))
                     }
                     Err(e) if e.is_lease_lost() => {
+                        observe::decision(&call.operation, "lease_lost");
                         tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "lease_lost", "the operation finished after its claim was lost; its result is not recorded");
                         Err(Error::LeaseLost)
                     }
@@ -285,6 +289,7 @@ impl Engine {
                         // background while the lease lasts, so that a store
                         // that comes back in time still answers retries with
                         // this result instead of running the operation again.
+                        observe::decision(&call.operation, "completed_late");
                         tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "completing_in_background", "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
                         if let Some(outcome) = guard.take_outcome() {
                             settle_later(
@@ -307,6 +312,7 @@ impl Engine {
             }
             Completion::Keep(value) => {
                 guard.state = GuardState::Done;
+                observe::decision(&call.operation, "not_recorded");
                 tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "kept", "the operation has no outcome to record; its claim is kept until the lease ends");
                 Ok(Execution::Executed(value))
             }
@@ -322,8 +328,11 @@ impl Engine {
     /// Gives up a claim under which nothing took effect; a store that does
     /// not answer now gets more tries in the background.
     async fn release(&self, call: &Call, lease: Lease) {
+        observe::decision(&call.operation, "released");
         match self.store.release(&call.id, &lease).await {
-            Ok(()) => decision(call, "released"),
+            Ok(()) => {
+                tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "released");
+            }
             Err(e) if e.is_transient() => {
                 // Nothing took effect: a retry should run soon,
                 // not after the whole lease.
@@ -382,6 +391,7 @@ impl Engine {
                     backoff = (backoff * 2).min(Duration::from_millis(250));
                 }
                 Err(e) => {
+                    observe::decision(&call.operation, "store_error");
                     tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "store_error", "the store did not answer; the operation does not run");
                     return Err(Error::Store(e));
                 }
@@ -397,4 +407,9 @@ enum Acquire {
 
 fn decision(call: &Call, decision: &'static str) {
     tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision);
+    let outcome = match decision {
+        "completed" | "completed_in_transaction" => "executed",
+        other => other,
+    };
+    observe::decision(&call.operation, outcome);
 }

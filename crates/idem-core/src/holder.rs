@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 
 use crate::claim::ClaimFlags;
 use crate::key::{RecordId, Scope};
+use crate::observe;
 use crate::policy::MIN_DURATION;
 use crate::settle::{settle_later, Settle};
 use crate::store::{Lease, Outcome, Store, StoreError};
@@ -88,6 +89,7 @@ pub(crate) struct Guard<'a> {
     pub(crate) state: GuardState,
     pub(crate) renewal: Option<JoinHandle<()>>,
     pub(crate) scope: &'a Scope,
+    pub(crate) operation: &'a str,
 }
 
 impl Guard<'_> {
@@ -117,6 +119,7 @@ impl Guard<'_> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
+        observe::claims_held(-1.0);
         if let Some(renewal) = self.renewal.take() {
             renewal.abort();
         }
@@ -140,6 +143,7 @@ impl Drop for Guard<'_> {
             // lease lasts, as after an outage at completion, so that a
             // retry replays the result instead of running it again.
             GuardState::Completing(outcome) => {
+                observe::decision(self.operation, "completed_late");
                 tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, decision = "completing_after_cancellation");
                 settle_later(
                     Arc::clone(&self.store),
@@ -158,6 +162,7 @@ impl Drop for Guard<'_> {
             // with its lease (no renewal keeps it any longer), and a retry
             // meanwhile is told the operation is in flight.
             GuardState::Running => {
+                observe::decision(self.operation, "abandoned");
                 tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, token = self.lease.token.0, decision = "outcome_unknown", "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
             }
         }

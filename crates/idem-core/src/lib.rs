@@ -72,6 +72,7 @@ mod holder;
 mod key;
 pub mod machine;
 pub mod memory;
+mod observe;
 mod pending_begin;
 mod policy;
 mod ran;

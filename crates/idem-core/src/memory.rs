@@ -434,6 +434,10 @@ impl Store for MemoryStore {
         }
     }
 
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
         let now = self.inner.clock.now_micros();
         let left = |until: u64| Duration::from_micros(until.saturating_sub(now));

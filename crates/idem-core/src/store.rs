@@ -299,6 +299,11 @@ pub trait Store: Send + Sync + 'static {
         duration: Duration,
     ) -> Result<Lease, StoreError>;
 
+    /// The store's name in metrics (`memory`, `redis`, `postgres`).
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+
     /// Looks a live record up, for operators (support, debugging); `None`
     /// if there is none. Not on the request path.
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {

@@ -416,7 +416,8 @@ fn expand_plain(c: &Common, plain: PlainMode, item: ItemFn) -> TokenStream {
                 ::core::result::Result::Ok(__idem_builder.finish())
             })()
             .map_err(#private::fingerprint_error)?;
-            let __idem_call = #private::Call::new(#scope, __idem_key, __idem_fingerprint) #overrides;
+            let __idem_call = #private::Call::new(#scope, __idem_key, __idem_fingerprint)
+                .with_operation(#name) #overrides;
             #private::run(&__idem_engine, &__idem_call, __idem_ok, __idem_err, move |#claim| async move {
                     let _ = &#claim;
                     let __idem_result: ::core::result::Result<#ok, #err> = #body;

@@ -388,6 +388,10 @@ impl Store for PgStore {
         })
     }
 
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
         sql::inspect(&self.pool, &self.sql, id).await
     }

@@ -432,6 +432,10 @@ impl Store for RedisStore {
         })
     }
 
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
         let reply = self
             .invoke("inspect", &self.scripts.inspect, self.key(id), &[])

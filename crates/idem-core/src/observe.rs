@@ -1,0 +1,125 @@
+//! What idem reports about itself, through the `metrics` facade when the
+//! `metrics` feature is on (the application installs the recorder:
+//! Prometheus, OpenTelemetry, ...), and nothing at all when it is off.
+//!
+//! | name | kind | attributes | what |
+//! | --- | --- | --- | --- |
+//! | `idem.decisions` | counter | `idem.operation`, `idem.outcome` | one per call: `executed`, `replayed`, `in_flight`, `mismatch`, `released`, `lease_lost`, `store_error`, `completed_late`, `not_recorded`, `abandoned` |
+//! | `idem.store.duration` | histogram, seconds | `idem.store`, `idem.transition` | every store call: `begin`, `complete`, `release`, `renew`, `inspect`, `remove` |
+//! | `idem.claims.held` | gauge | | operations running under a claim in this process |
+
+use std::sync::Arc;
+
+use crate::store::Store;
+
+/// Counts one decision about a call of `operation`.
+#[inline]
+pub(crate) fn decision(operation: &str, outcome: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "idem.decisions",
+        "idem.operation" => operation.to_owned(),
+        "idem.outcome" => outcome
+    )
+    .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (operation, outcome);
+}
+
+/// Counts an operation starting (`1.0`) or ending (`-1.0`) under a claim.
+#[inline]
+pub(crate) fn claims_held(delta: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("idem.claims.held").increment(delta);
+    #[cfg(not(feature = "metrics"))]
+    let _ = delta;
+}
+
+/// The engine's view of a store: the store itself, each call timed when the
+/// `metrics` feature is on.
+pub(crate) fn timed(store: Arc<dyn Store>) -> Arc<dyn Store> {
+    #[cfg(feature = "metrics")]
+    return Arc::new(timed::Timed(store));
+    #[cfg(not(feature = "metrics"))]
+    store
+}
+
+#[cfg(feature = "metrics")]
+mod timed {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::fingerprint::Fingerprint;
+    use crate::key::RecordId;
+    use crate::store::{Begin, Lease, Outcome, RecordInfo, Removal, Store, StoreError};
+
+    /// A store whose calls are timed into `idem.store.duration`.
+    pub(super) struct Timed(pub(super) Arc<dyn Store>);
+
+    impl Timed {
+        async fn time<T>(
+            &self,
+            transition: &'static str,
+            call: impl std::future::Future<Output = T>,
+        ) -> T {
+            let start = std::time::Instant::now();
+            let result = call.await;
+            metrics::histogram!(
+                "idem.store.duration",
+                "idem.store" => self.0.name(),
+                "idem.transition" => transition
+            )
+            .record(start.elapsed().as_secs_f64());
+            result
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Store for Timed {
+        async fn begin(
+            &self,
+            id: &RecordId,
+            fingerprint: &Fingerprint,
+            lease: Duration,
+        ) -> Result<Begin, StoreError> {
+            self.time("begin", self.0.begin(id, fingerprint, lease))
+                .await
+        }
+
+        async fn complete(
+            &self,
+            id: &RecordId,
+            lease: &Lease,
+            outcome: &Outcome,
+            ttl: Duration,
+        ) -> Result<(), StoreError> {
+            self.time("complete", self.0.complete(id, lease, outcome, ttl))
+                .await
+        }
+
+        async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+            self.time("release", self.0.release(id, lease)).await
+        }
+
+        async fn renew(
+            &self,
+            id: &RecordId,
+            lease: &Lease,
+            duration: Duration,
+        ) -> Result<Lease, StoreError> {
+            self.time("renew", self.0.renew(id, lease, duration)).await
+        }
+
+        async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+            self.time("inspect", self.0.inspect(id)).await
+        }
+
+        async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+            self.time("remove", self.0.remove(id, force)).await
+        }
+
+        fn name(&self) -> &'static str {
+            self.0.name()
+        }
+    }
+}
