@@ -2,6 +2,7 @@
 //! operation runs, completing with retries, and the guard that settles the
 //! claim when the caller goes away.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,7 +90,7 @@ pub(crate) struct Guard<'a> {
     pub(crate) state: GuardState,
     pub(crate) renewal: Option<JoinHandle<()>>,
     pub(crate) scope: &'a Scope,
-    pub(crate) operation: &'a str,
+    pub(crate) operation: &'a Cow<'static, str>,
 }
 
 impl Guard<'_> {

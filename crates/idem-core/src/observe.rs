@@ -8,17 +8,19 @@
 //! | `idem.store.duration` | histogram, seconds | `idem.store`, `idem.transition` | every store call: `begin`, `complete`, `release`, `renew`, `inspect`, `remove` |
 //! | `idem.claims.held` | gauge | | operations running under a claim in this process |
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::store::Store;
 
 /// Counts one decision about a call of `operation`.
 #[inline]
-pub(crate) fn decision(operation: &str, outcome: &'static str) {
+#[allow(clippy::ptr_arg)] // The label clones the `Cow`: no allocation for a static name.
+pub(crate) fn decision(operation: &Cow<'static, str>, outcome: &'static str) {
     #[cfg(feature = "metrics")]
     metrics::counter!(
         "idem.decisions",
-        "idem.operation" => operation.to_owned(),
+        "idem.operation" => operation.clone(),
         "idem.outcome" => outcome
     )
     .increment(1);
