@@ -133,7 +133,7 @@ pub mod checks {
         remove_refuses_a_claim_unless_forced,
     };
 
-    use super::support::{acquire, expect_lease_lost, LONG, TTL};
+    use super::support::{acquire, expect_lease_lost, race, LONG, TTL};
 
     /// `begin` on a record that does not exist acquires it with the lease asked for.
     pub async fn begin_on_absent_acquires(store: Arc<dyn Store>) {
@@ -429,18 +429,9 @@ pub mod checks {
     /// 64 concurrent begins of one key: exactly one `Acquired`, the rest `InFlight`.
     pub async fn concurrent_begins_acquire_once(store: Arc<dyn Store>) {
         let id = fresh_id("race");
-        let start = Arc::new(tokio::sync::Barrier::new(64));
-        let mut tasks = Vec::new();
-        for _ in 0..64 {
-            let (store, start) = (Arc::clone(&store), Arc::clone(&start));
-            tasks.push(tokio::spawn(async move {
-                start.wait().await;
-                store.begin(&id, &fp(1), LONG).await
-            }));
-        }
         let (mut acquired, mut in_flight) = (0, 0);
-        for t in tasks {
-            match t.await.expect("begin task panicked") {
+        for answer in race(&store, id, 64).await {
+            match answer {
                 Ok(Begin::Acquired(_)) => acquired += 1,
                 Ok(Begin::InFlight { .. }) => in_flight += 1,
                 other => panic!("a concurrent begin answered {other:?}"),

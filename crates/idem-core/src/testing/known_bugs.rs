@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::support::{acquire, expect_lease_lost, fp, fresh_id, LONG, TTL};
+use super::support::{acquire, expect_lease_lost, fp, fresh_id, race, LONG, TTL};
 use crate::store::{Begin, Outcome, Store};
 
 /// Stale-snapshot takeover: when a lease has run out, 16 callers race to take
@@ -18,18 +18,9 @@ pub async fn expired_record_is_taken_over_once(store: Arc<dyn Store>) {
     let id = fresh_id("stale-takeover");
     let _abandoned = acquire(&*store, &id, 1, Duration::from_millis(200)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let start = Arc::new(tokio::sync::Barrier::new(16));
-    let mut tasks = Vec::new();
-    for _ in 0..16 {
-        let (store, start) = (Arc::clone(&store), Arc::clone(&start));
-        tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            store.begin(&id, &fp(1), LONG).await
-        }));
-    }
     let mut winners = Vec::new();
-    for t in tasks {
-        match t.await.expect("begin task panicked") {
+    for answer in race(&store, id, 16).await {
+        match answer {
             Ok(Begin::Acquired(lease)) => winners.push(lease),
             Ok(Begin::InFlight { .. }) => {}
             other => panic!("a racing takeover answered {other:?}"),

@@ -1,6 +1,7 @@
 //! What the checks share: fresh record ids, fingerprints, and helpers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::fingerprint::Fingerprint;
@@ -50,4 +51,26 @@ pub(crate) async fn expect_lease_lost<T: std::fmt::Debug>(
         Err(e) if e.kind() == StoreErrorKind::LeaseLost => {}
         other => panic!("{what} must fail with LeaseLost, got {other:?}"),
     }
+}
+
+/// `n` callers begin `id` at once (behind a barrier); their answers.
+pub(crate) async fn race(
+    store: &Arc<dyn Store>,
+    id: RecordId,
+    n: usize,
+) -> Vec<Result<Begin, crate::StoreError>> {
+    let start = Arc::new(tokio::sync::Barrier::new(n));
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let (store, start) = (Arc::clone(store), Arc::clone(&start));
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            store.begin(&id, &fp(1), LONG).await
+        }));
+    }
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.expect("begin task panicked"));
+    }
+    answers
 }
