@@ -8,3 +8,8 @@ pub mod payments;
 /// Serving a router with a header read timeout (used by the payments example).
 #[path = "payments/serve.rs"]
 pub mod serve;
+
+/// The payments example's `/metrics`, in Prometheus's text format.
+#[cfg(feature = "metrics")]
+#[path = "payments/metrics.rs"]
+pub mod metrics;

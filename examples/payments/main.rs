@@ -9,6 +9,8 @@
 //!
 //! Environment:
 //! - `ADDR`: where to listen (default `127.0.0.1:3000`);
+//! - `METRICS_ADDR`: if set, where `GET /metrics` (Prometheus text) listens;
+//!   needs `--features metrics`;
 //! - `ADMIN_ADDR`: if set, where the operators' routes listen
 //!   (`idem_axum::admin_router`: `GET`/`DELETE /records?scope=<account>&key=<key>`),
 //!   unauthenticated, so keep it on an internal address;
@@ -121,6 +123,9 @@ async fn run() -> Result<(), String> {
         ledger,
         debit_delay,
     };
+    if let Ok(metrics_addr) = std::env::var("METRICS_ADDR") {
+        serve_metrics(&metrics_addr, header_timeout).await?;
+    }
     if let Ok(admin_addr) = std::env::var("ADMIN_ADDR") {
         let admin = tokio::net::TcpListener::bind(&admin_addr)
             .await
@@ -138,4 +143,24 @@ async fn run() -> Result<(), String> {
     println!("payments: listening on http://{addr} (store: {store_name}, debit delay: {debit_delay:?}, lease: {lease:?}, header timeout: {header_timeout:?})");
     serve(listener, router(app), header_timeout).await;
     Ok(())
+}
+
+#[cfg(feature = "metrics")]
+async fn serve_metrics(addr: &str, header_timeout: Duration) -> Result<(), String> {
+    let router = idem_examples::metrics::router()
+        .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on METRICS_ADDR {addr}: {e}"))?;
+    println!("payments: metrics on http://{addr}/metrics");
+    tokio::spawn(serve(listener, router, header_timeout));
+    Ok(())
+}
+
+#[cfg(not(feature = "metrics"))]
+async fn serve_metrics(_: &str, _: Duration) -> Result<(), String> {
+    Err(
+        "METRICS_ADDR needs the metrics feature: cargo run --example payments --features metrics"
+            .into(),
+    )
 }

@@ -1,0 +1,65 @@
+//! The payments example's `/metrics` over a real socket: after a debit, its
+//! replay and a reused key, a scrape shows each decision once, the store's
+//! call durations, and no claim held.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::{Engine, MemoryStore};
+use idem_examples::payments::{router, App, MemoryLedger};
+use idem_tests::serve;
+
+async fn debit(url: &str, key: &str, amount: u64) -> reqwest::StatusCode {
+    reqwest::Client::new()
+        .post(format!("{url}/accounts/acct-1/debits"))
+        .header("idempotency-key", key)
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"amount":{amount}}}"#))
+        .send()
+        .await
+        .expect("debit")
+        .status()
+}
+
+fn value(scrape: &str, line_start: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn a_scrape_shows_each_decision_and_the_store_s_latency() {
+    let metrics = serve(idem_examples::metrics::router().expect("recorder")).await;
+    let url = serve(router(App {
+        engine: Engine::new(MemoryStore::new()),
+        ledger: Arc::new(MemoryLedger::default()),
+        debit_delay: Duration::ZERO,
+    }))
+    .await;
+    assert_eq!(debit(&url, "m-1", 100).await, 201);
+    assert_eq!(debit(&url, "m-1", 100).await, 201);
+    assert_eq!(debit(&url, "m-1", 200).await, 422);
+
+    let scrape = reqwest::get(format!("{metrics}/metrics"))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("text");
+    let decision = |outcome: &str| {
+        value(
+            &scrape,
+            &format!("idem_decisions{{idem_operation=\"debit\",idem_outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(decision("executed"), Some(1.0), "{scrape}");
+    assert_eq!(decision("replayed"), Some(1.0), "{scrape}");
+    assert_eq!(decision("mismatch"), Some(1.0), "{scrape}");
+    assert!(
+        scrape.contains("idem_store_duration") && scrape.contains("idem_transition=\"begin\""),
+        "{scrape}"
+    );
+    assert_eq!(value(&scrape, "idem_claims_held"), Some(0.0), "{scrape}");
+}
