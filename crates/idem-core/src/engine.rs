@@ -387,8 +387,14 @@ impl Engine {
                         }
                     };
                     tracing::trace!(target: "idem", scope = %call.scope, record = %call.id, decision = "waiting");
-                    tokio::time::sleep(backoff.min(left).min(retry_after.max(MIN_DURATION))).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(250));
+                    // Until the first holder finishes (a store that wakes
+                    // says when), its lease ends, or the wait is over.
+                    let mut pause = left.min(retry_after.max(MIN_DURATION));
+                    if !self.store.wakes() {
+                        pause = pause.min(backoff);
+                        backoff = (backoff * 2).min(Duration::from_millis(250));
+                    }
+                    self.store.changed(&call.id, pause).await;
                 }
                 Err(e) => {
                     observe::decision(&call.operation, "store_error");

@@ -438,6 +438,26 @@ impl Store for MemoryStore {
         "memory"
     }
 
+    fn wakes(&self) -> bool {
+        true
+    }
+
+    async fn changed(&self, id: &RecordId, within: Duration) {
+        let now = self.inner.clock.now_micros();
+        // Registered under the shard's lock: a change made after `watch`
+        // looked cannot be missed.
+        let notified = {
+            let mut shard = lock(self.inner.shard(id));
+            let Some(notify) = shard.watch(id, now) else {
+                return;
+            };
+            let mut notified = Box::pin(notify.notified_owned());
+            notified.as_mut().enable();
+            notified
+        };
+        let _ = tokio::time::timeout(within, notified).await;
+    }
+
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
         let now = self.inner.clock.now_micros();
         let left = |until: u64| Duration::from_micros(until.saturating_sub(now));

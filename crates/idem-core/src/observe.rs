@@ -123,5 +123,13 @@ mod timed {
         fn name(&self) -> &'static str {
             self.0.name()
         }
+
+        fn wakes(&self) -> bool {
+            self.0.wakes()
+        }
+
+        async fn changed(&self, id: &RecordId, within: Duration) {
+            self.0.changed(id, within).await;
+        }
     }
 }

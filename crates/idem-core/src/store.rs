@@ -299,6 +299,21 @@ pub trait Store: Send + Sync + 'static {
         duration: Duration,
     ) -> Result<Lease, StoreError>;
 
+    /// Whether [`changed`](Self::changed) is woken when a record is
+    /// completed, released or removed. If not, the engine polls: a duplicate
+    /// that waits (`OnInFlight::Wait`) calls `changed` with short, growing
+    /// pauses instead of waiting for the whole lease.
+    fn wakes(&self) -> bool {
+        false
+    }
+
+    /// Waits until the record `id` may have changed (completed, released or
+    /// removed), or `within` has passed. The default sleeps `within`.
+    async fn changed(&self, id: &RecordId, within: Duration) {
+        let _ = id;
+        tokio::time::sleep(within).await;
+    }
+
     /// The store's name in metrics (`memory`, `redis`, `postgres`).
     fn name(&self) -> &'static str {
         "custom"

@@ -4,6 +4,10 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
 use crate::key::RecordId;
 use crate::machine::{self, Answer, Effect, Event, Record, RecordState};
 
@@ -39,6 +43,8 @@ pub(crate) struct Shard {
     /// dropped) is skipped when it reaches the front. In-flight claims are
     /// never queued, so they are never evicted.
     queues: Vec<(u64, VecDeque<(u64, RecordId)>)>,
+    /// Duplicates waiting for an in-flight record to change.
+    waiters: HashMap<RecordId, Arc<Notify>>,
 }
 
 /// What applying an event did to the shard's weight and size.
@@ -106,7 +112,16 @@ impl Shard {
                         let (old_weight, new_weight) = (weight(found.get()), weight(&record));
                         let old_expiry = expiry(found.get());
                         let new_expiry = expiry(&record);
+                        let settled = !matches!(
+                            record.state,
+                            RecordState::InFlight { lease_until } if lease_until > now
+                        );
                         *found.get_mut() = record;
+                        if settled {
+                            if let Some(waiting) = self.waiters.remove(id) {
+                                waiting.notify_waiters();
+                            }
+                        }
                         if let Some(at) = new_expiry.filter(|_| old_expiry != new_expiry) {
                             enqueue(&mut self.queues, now, at, *id);
                         }
@@ -176,7 +191,19 @@ impl Shard {
             }
         });
         self.trim();
+        let records = &self.records;
+        self.waiters
+            .retain(|id, _| records.get(id).is_some_and(|r| r.is_live(now)));
         (count, bytes)
+    }
+
+    /// What to wait on for the record `id` to change, if it is in flight at
+    /// `now` (else it has changed already: `None`).
+    pub(crate) fn watch(&mut self, id: &RecordId, now: u64) -> Option<Arc<Notify>> {
+        let in_flight = self.records.get(id).is_some_and(
+            |r| matches!(r.state, RecordState::InFlight { lease_until } if lease_until > now),
+        );
+        in_flight.then(|| Arc::clone(self.waiters.entry(*id).or_default()))
     }
 
     /// The record `id`, as stored.

@@ -1,0 +1,165 @@
+//! Duplicates that wait (`OnInFlight::Wait`) on `MemoryStore` are woken when
+//! the first request finishes, instead of polling: on tokio's paused clock,
+//! each of 100 waiters answers at the very instant the first completes (or
+//! releases), having asked the store twice: before and after.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::{
+    async_trait, Begin, Call, Engine, Failure, Fingerprint, IdempotencyKey, Lease, MemoryStore,
+    OnInFlight, Outcome, Policy, Ran, RecordId, Store, StoreError,
+};
+use serde::{Deserialize, Serialize};
+
+/// `MemoryStore`, counting begins.
+struct Counted {
+    inner: MemoryStore,
+    begins: AtomicUsize,
+}
+
+#[async_trait]
+impl Store for Counted {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fp: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        self.begins.fetch_add(1, Ordering::SeqCst);
+        self.inner.begin(id, fp, lease).await
+    }
+    async fn complete(
+        &self,
+        id: &RecordId,
+        l: &Lease,
+        o: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.inner.complete(id, l, o, ttl).await
+    }
+    async fn release(&self, id: &RecordId, l: &Lease) -> Result<(), StoreError> {
+        self.inner.release(id, l).await
+    }
+    async fn renew(&self, id: &RecordId, l: &Lease, d: Duration) -> Result<Lease, StoreError> {
+        self.inner.renew(id, l, d).await
+    }
+    fn wakes(&self) -> bool {
+        self.inner.wakes()
+    }
+    async fn changed(&self, id: &RecordId, within: Duration) {
+        self.inner.changed(id, within).await;
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Busy;
+
+impl Failure for Busy {
+    fn is_final(&self) -> bool {
+        false
+    }
+}
+
+fn call() -> Call {
+    Call::new(
+        "orders",
+        IdempotencyKey::parse("o-1").expect("key"),
+        Fingerprint::of("ship", &1).expect("fingerprint"),
+    )
+    .on_in_flight(OnInFlight::Wait {
+        max: Duration::from_secs(5),
+    })
+}
+
+/// The first caller works for `work`, then answers `first`; 100 duplicates
+/// start meanwhile and wait. Returns each duplicate's answer and when it
+/// came, and the begins counted.
+async fn hundred_waiters(
+    first: Result<u32, Busy>,
+    work: Duration,
+) -> (Vec<(Result<Ran<u32>, String>, Duration)>, usize) {
+    let store = Arc::new(Counted {
+        inner: MemoryStore::new(),
+        begins: AtomicUsize::new(0),
+    });
+    let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
+        .with_policy(Policy::default().lease(Duration::from_secs(10)));
+    let start = tokio::time::Instant::now();
+    let holder = tokio::spawn({
+        let engine = engine.clone();
+        async move {
+            engine
+                .run(&call(), move |_| async move {
+                    tokio::time::sleep(work).await;
+                    first
+                })
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let waiters: Vec<_> = (0..100)
+        .map(|n| {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                let answer = engine
+                    .run(&call(), move |_| async move { Ok::<_, Busy>(1000 + n) })
+                    .await
+                    .map_err(|e| format!("{e:?}"));
+                (answer, start.elapsed())
+            })
+        })
+        .collect();
+    let _ = holder.await;
+    let mut answers = Vec::new();
+    for w in waiters {
+        answers.push(w.await.expect("waiter"));
+    }
+    (answers, store.begins.load(Ordering::SeqCst))
+}
+
+#[tokio::test(start_paused = true)]
+async fn duplicates_waiting_on_a_charge_get_its_receipt_the_moment_it_is_recorded() {
+    let work = Duration::from_millis(300);
+    let (answers, begins) = hundred_waiters(Ok(7), work).await;
+    for (answer, at) in &answers {
+        assert_eq!(answer, &Ok(Ran::Replayed(7)));
+        assert_eq!(
+            *at, work,
+            "woken when the charge was recorded, not at a later poll"
+        );
+    }
+    assert_eq!(
+        begins,
+        1 + 2 * 100,
+        "each waiter asks before and after, no polls"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn duplicates_waiting_on_a_failed_attempt_run_it_again_at_once() {
+    let work = Duration::from_millis(300);
+    let (answers, begins) = hundred_waiters(Err(Busy), work).await;
+    let ran: Vec<_> = answers
+        .iter()
+        .filter(|(a, _)| matches!(a, Ok(Ran::Executed(_))))
+        .collect();
+    assert_eq!(
+        ran.len(),
+        1,
+        "one waiter runs it again once it was released"
+    );
+    assert!(
+        ran.iter().all(|(_, at)| *at == work),
+        "released, a waiter runs at once: {ran:?}"
+    );
+    let replayed = answers
+        .iter()
+        .filter(|(a, _)| matches!(a, Ok(Ran::Replayed(_))))
+        .count();
+    assert_eq!(replayed, 99, "the others replay its result");
+    // Each waiter asks before and once woken by the release (the first to
+    // ask runs it, and records before the next asks).
+    assert_eq!(begins, 1 + 2 * 100, "no polls");
+}
