@@ -1,0 +1,131 @@
+//! How soon a duplicate that waits (`OnInFlight::Wait`) gets the first
+//! request's answer once it is recorded: 100 waiters, real clock, the store
+//! woken (`MemoryStore`) against the same store polled (the engine's backoff,
+//! 5 ms doubling to 250 ms), side by side, 9 alternating rounds.
+//!
+//! `cargo bench -p idem-tests --bench wait`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use idem_core::{
+    async_trait, Begin, Call, Engine, Fingerprint, IdempotencyKey, Lease, MemoryStore, Never,
+    OnInFlight, Outcome, RecordId, Store, StoreError,
+};
+
+/// `MemoryStore` as a store that cannot wake: the engine polls it.
+struct Polled(MemoryStore);
+
+#[async_trait]
+impl Store for Polled {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fp: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        self.0.begin(id, fp, lease).await
+    }
+    async fn complete(
+        &self,
+        id: &RecordId,
+        l: &Lease,
+        o: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.0.complete(id, l, o, ttl).await
+    }
+    async fn release(&self, id: &RecordId, l: &Lease) -> Result<(), StoreError> {
+        self.0.release(id, l).await
+    }
+    async fn renew(&self, id: &RecordId, l: &Lease, d: Duration) -> Result<Lease, StoreError> {
+        self.0.renew(id, l, d).await
+    }
+}
+
+/// One round: the holder works 100 ms; 100 duplicates wait. The delay of
+/// each duplicate's answer after the holder's result was recorded, in µs.
+async fn round(engine: &Engine, n: usize) -> Vec<u64> {
+    let call = Call::new(
+        "bench",
+        IdempotencyKey::parse(&format!("wait-{n}")).expect("key"),
+        Fingerprint::of("wait", &n).expect("fingerprint"),
+    )
+    .on_in_flight(OnInFlight::Wait {
+        max: Duration::from_secs(5),
+    });
+    let done = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let holder = tokio::spawn({
+        let (engine, call, done) = (engine.clone(), call.clone(), Arc::clone(&done));
+        async move {
+            let ran = engine
+                .run(&call, |_| async {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Ok::<_, Never>(1)
+                })
+                .await;
+            // Recorded when `run` returns.
+            *done.lock().expect("lock") = Some(Instant::now());
+            ran
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let waiters: Vec<_> = (0..100)
+        .map(|_| {
+            let (engine, call) = (engine.clone(), call.clone());
+            tokio::spawn(async move {
+                let answer = engine.run(&call, |_| async { Ok::<_, Never>(2) }).await;
+                assert!(matches!(answer, Ok(r) if r.is_replayed()), "a replay");
+                Instant::now()
+            })
+        })
+        .collect();
+    let _ = holder.await;
+    let recorded = done.lock().expect("lock").expect("recorded");
+    let mut delays = Vec::new();
+    for w in waiters {
+        let at = w.await.expect("waiter");
+        delays.push(
+            u64::try_from(at.saturating_duration_since(recorded).as_micros()).unwrap_or(u64::MAX),
+        );
+    }
+    delays
+}
+
+/// The value at `per_mille` thousandths of the sorted samples.
+fn percentile(sorted: &[u64], per_mille: usize) -> u64 {
+    let i = (sorted.len().saturating_sub(1) * per_mille).div_ceil(1000);
+    sorted.get(i).copied().unwrap_or_default()
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let woken = Engine::new(MemoryStore::new());
+        let polled = Engine::new(Polled(MemoryStore::new()));
+        let (mut w, mut p) = (Vec::new(), Vec::new());
+        for n in 0..9 {
+            w.extend(round(&woken, n).await);
+            p.extend(round(&polled, 100 + n).await);
+        }
+        w.sort_unstable();
+        p.sort_unstable();
+        println!(
+            "memory, 100 waiters x 9 rounds, delay from the first result being recorded to a waiter's answer:"
+        );
+        println!(
+            "  woken:  median {} us, p99 {} us",
+            percentile(&w, 500),
+            percentile(&w, 990)
+        );
+        println!(
+            "  polled: median {} us, p99 {} us",
+            percentile(&p, 500),
+            percentile(&p, 990)
+        );
+    });
+}
