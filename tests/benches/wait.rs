@@ -1,7 +1,8 @@
 //! How soon a duplicate that waits (`OnInFlight::Wait`) gets the first
-//! request's answer once it is recorded: 100 waiters, real clock, the store
-//! woken (`MemoryStore`) against the same store polled (the engine's backoff,
-//! 5 ms doubling to 250 ms), side by side, 9 alternating rounds.
+//! request's answer once it is recorded: 100 waiters, real clock, each store
+//! woken (`MemoryStore` in process, `PgStore` by `LISTEN`/`NOTIFY`) against
+//! the same store polled (the engine's backoff, 5 ms doubling to 250 ms),
+//! side by side, 9 alternating rounds.
 //!
 //! `cargo bench -p idem-tests --bench wait`
 
@@ -13,11 +14,11 @@ use idem_core::{
     OnInFlight, Outcome, RecordId, Store, StoreError,
 };
 
-/// `MemoryStore` as a store that cannot wake: the engine polls it.
-struct Polled(MemoryStore);
+/// A store that cannot wake: the engine polls it.
+struct Polled<S>(S);
 
 #[async_trait]
-impl Store for Polled {
+impl<S: Store> Store for Polled<S> {
     async fn begin(
         &self,
         id: &RecordId,
@@ -105,27 +106,41 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let woken = Engine::new(MemoryStore::new());
-        let polled = Engine::new(Polled(MemoryStore::new()));
-        let (mut w, mut p) = (Vec::new(), Vec::new());
-        for n in 0..9 {
-            w.extend(round(&woken, n).await);
-            p.extend(round(&polled, 100 + n).await);
+        pair(
+            "memory",
+            Engine::new(MemoryStore::new()),
+            Engine::new(Polled(MemoryStore::new())),
+        )
+        .await;
+        let woken = idem_tests::pg_store().await;
+        // Bring the wake channel up first, as a running service has it.
+        for _ in 0..5 {
+            woken
+                .changed(&RecordId::from_bytes([7; 32]), Duration::from_millis(50))
+                .await;
         }
-        w.sort_unstable();
-        p.sort_unstable();
-        println!(
-            "memory, 100 waiters x 9 rounds, delay from the first result being recorded to a waiter's answer:"
-        );
-        println!(
-            "  woken:  median {} us, p99 {} us",
-            percentile(&w, 500),
-            percentile(&w, 990)
-        );
-        println!(
-            "  polled: median {} us, p99 {} us",
-            percentile(&p, 500),
-            percentile(&p, 990)
-        );
+        let polled = Polled(idem_tests::pg_store().await);
+        pair("postgres", Engine::new(woken), Engine::new(polled)).await;
     });
+}
+
+async fn pair(name: &str, woken: Engine, polled: Engine) {
+    let (mut w, mut p) = (Vec::new(), Vec::new());
+    for n in 0..9 {
+        w.extend(round(&woken, n).await);
+        p.extend(round(&polled, 100 + n).await);
+    }
+    w.sort_unstable();
+    p.sort_unstable();
+    println!("{name}, 100 waiters x 9 rounds, delay from the first result being recorded to a waiter's answer:");
+    println!(
+        "  woken:  median {} us, p99 {} us",
+        percentile(&w, 500),
+        percentile(&w, 990)
+    );
+    println!(
+        "  polled: median {} us, p99 {} us",
+        percentile(&p, 500),
+        percentile(&p, 990)
+    );
 }

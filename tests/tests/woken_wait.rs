@@ -1,7 +1,9 @@
-//! Duplicates that wait (`OnInFlight::Wait`) on `MemoryStore` are woken when
-//! the first request finishes, instead of polling: on tokio's paused clock,
+//! Duplicates that wait (`OnInFlight::Wait`) are woken when the first request
+//! finishes, instead of polling. On `MemoryStore` and tokio's paused clock,
 //! each of 100 waiters answers at the very instant the first completes (or
-//! releases), having asked the store twice: before and after.
+//! releases), having asked the store twice: before and after. On PostgreSQL
+//! (`LISTEN`/`NOTIFY`), 100 waiters ask it at most three times each (a poll
+//! at most while the channel connects), where polling asks six or more.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,14 +15,14 @@ use idem_core::{
 };
 use serde::{Deserialize, Serialize};
 
-/// `MemoryStore`, counting begins.
-struct Counted {
-    inner: MemoryStore,
+/// A store, counting begins.
+struct Counted<S> {
+    inner: S,
     begins: AtomicUsize,
 }
 
 #[async_trait]
-impl Store for Counted {
+impl<S: Store> Store for Counted<S> {
     async fn begin(
         &self,
         id: &RecordId,
@@ -80,8 +82,16 @@ async fn hundred_waiters(
     first: Result<u32, Busy>,
     work: Duration,
 ) -> (Vec<(Result<Ran<u32>, String>, Duration)>, usize) {
+    hundred_waiters_on(MemoryStore::new(), first, work).await
+}
+
+async fn hundred_waiters_on<S: Store>(
+    inner: S,
+    first: Result<u32, Busy>,
+    work: Duration,
+) -> (Vec<(Result<Ran<u32>, String>, Duration)>, usize) {
     let store = Arc::new(Counted {
-        inner: MemoryStore::new(),
+        inner,
         begins: AtomicUsize::new(0),
     });
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
@@ -162,4 +172,22 @@ async fn duplicates_waiting_on_a_failed_attempt_run_it_again_at_once() {
     // Each waiter asks before and once woken by the release (the first to
     // ask runs it, and records before the next asks).
     assert_eq!(begins, 1 + 2 * 100, "no polls");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_waiting_duplicates_are_woken_by_the_completion_not_by_polls() {
+    let store = idem_tests::pg_store().await;
+    // Bring the wake channel up first, as a long-running service has it.
+    let warm = RecordId::from_bytes([7; 32]);
+    for _ in 0..5 {
+        store.changed(&warm, Duration::from_millis(50)).await;
+    }
+    let (answers, begins) = hundred_waiters_on(store, Ok(7), Duration::from_millis(400)).await;
+    for (answer, _) in &answers {
+        assert_eq!(answer, &Ok(Ran::Replayed(7)));
+    }
+    assert!(
+        begins <= 1 + 3 * 100,
+        "{begins} begins: woken waiters ask before and after (polling asks 6 or more each)"
+    );
 }

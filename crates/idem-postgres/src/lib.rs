@@ -66,7 +66,7 @@ use std::time::Duration;
 
 use idem_core::{
     async_trait, encode_result, Begin, Claim, FencingToken, Fingerprint, Lease, Outcome, RecordId,
-    RecordInfo, Removal, Store, StoreError,
+    RecordInfo, RecordInfoState, Removal, Store, StoreError,
 };
 use serde::Serialize;
 use sqlx::postgres::PgPool;
@@ -74,10 +74,12 @@ use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 mod sql;
 mod transaction;
+mod wake;
 
 pub use sql::InvalidName;
 use sql::{check_name, db_error, token, us, Sql};
 pub use transaction::PgTransaction;
+use wake::Wakes;
 
 /// A [`Store`] on PostgreSQL. Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -86,6 +88,7 @@ pub struct PgStore {
     schema: Arc<str>,
     table: Arc<str>,
     sql: Arc<Sql>,
+    wakes: Arc<Wakes>,
 }
 
 impl fmt::Debug for PgStore {
@@ -110,6 +113,7 @@ impl PgStore {
             schema: DEFAULT_SCHEMA.into(),
             table: DEFAULT_TABLE.into(),
             sql: Arc::new(Sql::new(DEFAULT_SCHEMA, DEFAULT_TABLE)),
+            wakes: Arc::default(),
         }
     }
 
@@ -118,6 +122,7 @@ impl PgStore {
         check_name(schema)?;
         self.schema = schema.into();
         self.sql = Arc::new(Sql::new(&self.schema, &self.table));
+        self.wakes = Arc::default();
         Ok(self)
     }
 
@@ -126,6 +131,7 @@ impl PgStore {
         check_name(table)?;
         self.table = table.into();
         self.sql = Arc::new(Sql::new(&self.schema, &self.table));
+        self.wakes = Arc::default();
         Ok(self)
     }
 
@@ -394,6 +400,35 @@ impl Store for PgStore {
 
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
         sql::inspect(&self.pool, &self.sql, id).await
+    }
+
+    fn wakes(&self) -> bool {
+        true
+    }
+
+    async fn changed(&self, id: &RecordId, within: Duration) {
+        self.wakes.start(&self.pool, &self.sql.channel);
+        if !self.wakes.listening() {
+            tokio::time::sleep(Wakes::poll(within)).await;
+            return;
+        }
+        let notified = self.wakes.register(*id);
+        // Look again: the change may have come before the registration.
+        let still = sql::inspect(&self.pool, &self.sql, id).await;
+        if !matches!(
+            still,
+            Ok(Some(RecordInfo {
+                state: RecordInfoState::InFlight { .. },
+                ..
+            }))
+        ) {
+            drop(notified);
+            self.wakes.forget(id);
+            return;
+        }
+        if tokio::time::timeout(within, notified).await.is_err() {
+            self.wakes.forget(id);
+        }
     }
 
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {

@@ -30,6 +30,15 @@ pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
     }
 }
 
+/// The channel a store's changes are notified on: `idem_<schema>_<table>`,
+/// cut to PostgreSQL's 63 bytes (names are ASCII). A collision of two long
+/// names only wakes waiters that then look again.
+pub(crate) fn channel(schema: &str, table: &str) -> String {
+    let mut name = format!("idem_{schema}_{table}");
+    name.truncate(63);
+    name
+}
+
 /// The statements, rendered once for the configured schema and table.
 pub(crate) struct Sql {
     pub(crate) begin: Arc<str>,
@@ -41,11 +50,14 @@ pub(crate) struct Sql {
     pub(crate) inspect: Arc<str>,
     pub(crate) remove: Arc<str>,
     pub(crate) migration: Vec<String>,
+    /// Where changes are notified.
+    pub(crate) channel: String,
 }
 
 impl Sql {
     pub(crate) fn new(schema: &str, table: &str) -> Self {
         let t = format!("\"{schema}\".\"{table}\"");
+        let channel = channel(schema, table);
         let now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
         Self {
             // One statement: claim a new or no-longer-live record, or read the
@@ -73,10 +85,16 @@ impl Sql {
                  FROM {t} r, clock WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM upsert)"
             )
             .into(),
+            // Each change a waiting duplicate cares about also notifies
+            // `channel` (delivered at commit, so a completion inside the
+            // caller's transaction wakes waiters once it is visible).
             complete: format!(
-                "UPDATE {t} SET completed = true, \
-                   deadline = clock_timestamp() + $3::bigint * interval '1 microsecond', outcome = $4 \
-                 WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+                "WITH done AS ( \
+                   UPDATE {t} SET completed = true, \
+                     deadline = clock_timestamp() + $3::bigint * interval '1 microsecond', outcome = $4 \
+                   WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp() \
+                   RETURNING id) \
+                 SELECT pg_notify('{channel}', encode(id, 'hex')) FROM done"
             )
             .into(),
             // Only when `complete` changed nothing: was it completed by this
@@ -87,8 +105,11 @@ impl Sql {
             )
             .into(),
             release: format!(
-                "UPDATE {t} SET deadline = clock_timestamp() \
-                 WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
+                "WITH done AS ( \
+                   UPDATE {t} SET deadline = clock_timestamp() \
+                   WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp() \
+                   RETURNING id) \
+                 SELECT pg_notify('{channel}', encode(id, 'hex')) FROM done"
             )
             .into(),
             renew: format!(
@@ -108,8 +129,9 @@ impl Sql {
                 "WITH live AS (SELECT completed FROM {t} WHERE id = $1 AND deadline > clock_timestamp()), \
                  ended AS ( \
                    UPDATE {t} SET completed = false, outcome = NULL, deadline = clock_timestamp() \
-                   WHERE id = $1 AND deadline > clock_timestamp() AND (completed OR $2) RETURNING 1) \
-                 SELECT (SELECT count(*) FROM ended) AS ended, (SELECT count(*) FROM live) AS live"
+                   WHERE id = $1 AND deadline > clock_timestamp() AND (completed OR $2) RETURNING id), \
+                 woken AS (SELECT pg_notify('{channel}', encode(id, 'hex')) FROM ended) \
+                 SELECT (SELECT count(*) FROM woken) AS ended, (SELECT count(*) FROM live) AS live"
             )
             .into(),
             // A record is dropped only once it is not live and the clock has
@@ -120,6 +142,7 @@ impl Sql {
                    ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)"
             )
             .into(),
+            channel: channel.clone(),
             migration: vec![
                 format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""),
                 format!(
