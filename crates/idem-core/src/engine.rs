@@ -22,7 +22,7 @@ use crate::policy::{OnInFlight, Policy, MIN_DURATION};
 use crate::ran::Ran;
 use crate::result_codec::{ErrCodec, OkCodec, ResultCodec};
 use crate::settle::{settle_later, Settle, FIRST_PAUSE};
-use crate::store::{Begin, Lease, Outcome, Store};
+use crate::store::{Begin, Lease, Outcome, RecordInfo, RecordInfoState, Store};
 
 /// Runs operations at most once per `(scope, key)`, records their results, and
 /// replays them to retries.
@@ -394,7 +394,19 @@ impl Engine {
                         pause = pause.min(backoff);
                         backoff = (backoff * 2).min(Duration::from_millis(250));
                     }
-                    self.store.changed(&call.id, pause).await;
+                    // A store that read the record while waking its waiters
+                    // answers a completed one here: no begin each.
+                    if let Some(RecordInfo {
+                        fingerprint,
+                        state: RecordInfoState::Completed { outcome, .. },
+                        ..
+                    }) = self.store.changed(&call.id, pause).await
+                    {
+                        if fingerprint == call.fingerprint {
+                            decision(call, "replayed");
+                            return Ok(Acquire::Replay(outcome));
+                        }
+                    }
                 }
                 Err(e) => {
                     observe::decision(&call.operation, "store_error");

@@ -442,20 +442,19 @@ impl Store for MemoryStore {
         true
     }
 
-    async fn changed(&self, id: &RecordId, within: Duration) {
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
         let now = self.inner.clock.now_micros();
         // Registered under the shard's lock: a change made after `watch`
         // looked cannot be missed.
         let notified = {
             let mut shard = lock(self.inner.shard(id));
-            let Some(notify) = shard.watch(id, now) else {
-                return;
-            };
+            let notify = shard.watch(id, now)?;
             let mut notified = Box::pin(notify.notified_owned());
             notified.as_mut().enable();
             notified
         };
         let _ = tokio::time::timeout(within, notified).await;
+        None
     }
 
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {

@@ -128,8 +128,8 @@ mod timed {
             self.0.wakes()
         }
 
-        async fn changed(&self, id: &RecordId, within: Duration) {
-            self.0.changed(id, within).await;
+        async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
+            self.0.changed(id, within).await
         }
     }
 }

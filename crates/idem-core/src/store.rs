@@ -308,10 +308,14 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// Waits until the record `id` may have changed (completed, released or
-    /// removed), or `within` has passed. The default sleeps `within`.
-    async fn changed(&self, id: &RecordId, within: Duration) {
+    /// removed), or `within` has passed. A store that read the record while
+    /// waking its waiters returns what it read, so that they need not each
+    /// ask again (a completed record answers them all). The default sleeps
+    /// `within` and returns `None`.
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
         let _ = id;
         tokio::time::sleep(within).await;
+        None
     }
 
     /// The store's name in metrics (`memory`, `redis`, `postgres`).

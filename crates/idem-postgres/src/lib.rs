@@ -79,7 +79,7 @@ mod wake;
 pub use sql::InvalidName;
 use sql::{check_name, db_error, token, us, Sql};
 pub use transaction::PgTransaction;
-use wake::Wakes;
+use wake::{Registered, Wakes};
 
 /// A [`Store`] on PostgreSQL. Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -402,36 +402,39 @@ impl Store for PgStore {
         sql::inspect(&self.pool, &self.sql, id).await
     }
 
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        sql::remove(&self.pool, &self.sql, id, force).await
+    }
+
     fn wakes(&self) -> bool {
         true
     }
 
-    async fn changed(&self, id: &RecordId, within: Duration) {
-        self.wakes.start(&self.pool, &self.sql.channel);
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
+        self.wakes.start(&self.pool, &self.sql);
         if !self.wakes.listening() {
             tokio::time::sleep(Wakes::poll(within)).await;
-            return;
+            return None;
         }
-        let notified = self.wakes.register(*id);
+        let Registered { slot, woken } = self.wakes.register(*id);
         // Look again: the change may have come before the registration.
         let still = sql::inspect(&self.pool, &self.sql, id).await;
-        if !matches!(
-            still,
+        let read = match still {
             Ok(Some(RecordInfo {
                 state: RecordInfoState::InFlight { .. },
                 ..
-            }))
-        ) {
-            drop(notified);
-            self.wakes.forget(id);
-            return;
-        }
-        if tokio::time::timeout(within, notified).await.is_err() {
-            self.wakes.forget(id);
-        }
-    }
-
-    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
-        sql::remove(&self.pool, &self.sql, id, force).await
+            })) => {
+                if tokio::time::timeout(within, woken).await.is_ok() {
+                    slot.read()
+                } else {
+                    None
+                }
+            }
+            Ok(read) => read,
+            Err(_) => None,
+        };
+        drop(slot);
+        self.wakes.forget(id);
+        read
     }
 }

@@ -1,16 +1,33 @@
 //! Waking duplicates that wait: every completion, release and removal
 //! notifies the store's channel (`pg_notify`, delivered at commit); one
-//! `LISTEN` connection per store wakes the waiters of the record it names.
-//! While that connection is down, waiters poll.
+//! `LISTEN` connection per store reads the record it names once and hands
+//! what it read to all of that record's waiters. While that connection is
+//! down, waiters poll.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-use idem_core::RecordId;
+use idem_core::{RecordId, RecordInfo};
 use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::Notify;
+
+use crate::sql::{self, Sql};
+
+/// The waiters of one record, and what was read for them when it changed.
+#[derive(Default)]
+pub(crate) struct Slot {
+    notify: Arc<Notify>,
+    read: OnceLock<Option<RecordInfo>>,
+}
+
+impl Slot {
+    /// What the waker read, once woken (`None` if it could not read).
+    pub(crate) fn read(&self) -> Option<RecordInfo> {
+        self.read.get().cloned().flatten()
+    }
+}
 
 /// How long a waiter sleeps between looks while the channel is down.
 const POLL: Duration = Duration::from_millis(100);
@@ -18,26 +35,27 @@ const POLL: Duration = Duration::from_millis(100);
 /// The waiters of one store (shared by its clones) and its listener.
 #[derive(Default)]
 pub(crate) struct Wakes {
-    waiters: Mutex<HashMap<RecordId, Arc<Notify>>>,
+    waiters: Mutex<HashMap<RecordId, Arc<Slot>>>,
     /// Whether the listener is connected and listening.
     listening: AtomicBool,
     started: OnceLock<()>,
 }
 
 impl Wakes {
-    fn waiters(&self) -> MutexGuard<'_, HashMap<RecordId, Arc<Notify>>> {
+    fn waiters(&self) -> MutexGuard<'_, HashMap<RecordId, Arc<Slot>>> {
         self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Starts the listener on first use.
-    pub(crate) fn start(self: &Arc<Self>, pool: &PgPool, channel: &str) {
+    pub(crate) fn start(self: &Arc<Self>, pool: &PgPool, sql: &Arc<Sql>) {
         self.started.get_or_init(|| {
-            let (wakes, pool, channel) = (Arc::clone(self), pool.clone(), channel.to_owned());
-            tokio::spawn(async move { wakes.listen(pool, channel).await });
+            let (wakes, pool, sql) = (Arc::clone(self), pool.clone(), Arc::clone(sql));
+            tokio::spawn(async move { wakes.listen(pool, sql).await });
         });
     }
 
-    async fn listen(self: Arc<Self>, pool: PgPool, channel: String) {
+    async fn listen(self: Arc<Self>, pool: PgPool, sql: Arc<Sql>) {
+        let channel = sql.channel.clone();
         loop {
             let mut listener = match PgListener::connect_with(&pool).await {
                 Ok(listener) => listener,
@@ -55,7 +73,7 @@ impl Wakes {
             self.listening.store(true, Ordering::SeqCst);
             while let Ok(Some(note)) = listener.try_recv().await {
                 self.listening.store(true, Ordering::SeqCst);
-                self.wake(note.payload());
+                self.wake(note.payload(), &pool, &sql);
             }
             // Lost (notifications may have been missed): everyone looks
             // again, and polls until the channel is back.
@@ -65,16 +83,25 @@ impl Wakes {
         }
     }
 
-    fn wake(&self, hex: &str) {
+    /// Reads the record once, off the listening task, and wakes its waiters
+    /// with what was read.
+    fn wake(&self, hex: &str, pool: &PgPool, sql: &Arc<Sql>) {
         let Some(id) = parse_id(hex) else { return };
-        if let Some(waiting) = self.waiters().remove(&id) {
-            waiting.notify_waiters();
-        }
+        let Some(slot) = self.waiters().remove(&id) else {
+            return;
+        };
+        let (pool, sql) = (pool.clone(), Arc::clone(sql));
+        tokio::spawn(async move {
+            let read = sql::inspect(&pool, &sql, &id).await.ok().flatten();
+            let _ = slot.read.set(read);
+            slot.notify.notify_waiters();
+        });
     }
 
     fn wake_all(&self) {
-        for (_, waiting) in self.waiters().drain() {
-            waiting.notify_waiters();
+        for (_, slot) in self.waiters().drain() {
+            let _ = slot.read.set(None);
+            slot.notify.notify_waiters();
         }
     }
 
@@ -85,14 +112,11 @@ impl Wakes {
 
     /// What to wait on for `id`, registered before the caller looks at the
     /// record again, so that a change in between is not missed.
-    pub(crate) fn register(
-        &self,
-        id: RecordId,
-    ) -> std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>> {
-        let notify = Arc::clone(self.waiters().entry(id).or_default());
-        let mut notified = Box::pin(notify.notified_owned());
-        notified.as_mut().enable();
-        notified
+    pub(crate) fn register(&self, id: RecordId) -> Registered {
+        let slot = Arc::clone(self.waiters().entry(id).or_default());
+        let mut woken = Box::pin(Arc::clone(&slot.notify).notified_owned());
+        woken.as_mut().enable();
+        Registered { slot, woken }
     }
 
     /// Forgets `id`'s waiters once none waits (a timed-out wait).
@@ -107,6 +131,12 @@ impl Wakes {
     pub(crate) fn poll(within: Duration) -> Duration {
         within.min(POLL)
     }
+}
+
+/// A waiter, registered: its record's slot and the wake-up to await.
+pub(crate) struct Registered {
+    pub(crate) slot: Arc<Slot>,
+    pub(crate) woken: std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>,
 }
 
 fn parse_id(hex: &str) -> Option<RecordId> {
