@@ -1,6 +1,7 @@
 //! How soon a duplicate that waits (`OnInFlight::Wait`) gets the first
 //! request's answer once it is recorded: 100 waiters, real clock, each store
-//! woken (`MemoryStore` in process, `PgStore` by `LISTEN`/`NOTIFY`) against
+//! woken (`MemoryStore` in process, `PgStore` by `LISTEN`/`NOTIFY`,
+//! `RedisStore` by pub/sub) against
 //! the same store polled (the engine's backoff, 5 ms doubling to 250 ms),
 //! side by side, 9 alternating rounds.
 //!
@@ -121,6 +122,24 @@ fn main() {
         }
         let polled = Polled(idem_tests::pg_store().await);
         pair("postgres", Engine::new(woken), Engine::new(polled)).await;
+        let redis = || async {
+            idem_redis::RedisStore::connect(&idem_tests::redis_url())
+                .await
+                .expect("redis")
+                .with_prefix(&idem_tests::unique_prefix("wait-bench"))
+        };
+        let woken = redis().await;
+        for _ in 0..5 {
+            woken
+                .changed(&RecordId::from_bytes([7; 32]), Duration::from_millis(50))
+                .await;
+        }
+        pair(
+            "redis",
+            Engine::new(woken),
+            Engine::new(Polled(redis().await)),
+        )
+        .await;
     });
 }
 

@@ -81,7 +81,7 @@ async fn command_calls(
 
 /// The commands the scripts run on the server; `INFO commandstats` counts
 /// them beside the client's own `EVALSHA`s.
-const SCRIPT_COMMANDS: [&str; 5] = ["time", "get", "set", "pttl", "pexpire"];
+const SCRIPT_COMMANDS: [&str; 6] = ["time", "get", "set", "pttl", "pexpire", "publish"];
 
 /// Commands the client sent since the last reset: every command counted,
 /// less those the scripts ran on the server (each at most once per script

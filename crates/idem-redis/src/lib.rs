@@ -42,10 +42,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::machine::micros;
 use idem_core::{
-    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal,
-    Store, StoreError,
+    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState,
+    Removal, Store, StoreError,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -53,8 +52,17 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
 mod operations;
+mod wake;
+mod wire;
 
 use operations::parse_token;
+use wake::Wakes;
+use wire::{ms, Connection, TokenText};
+
+/// The channel a store's changes are published on.
+fn channel(prefix: &str) -> Arc<str> {
+    Arc::from(format!("{prefix}wake"))
+}
 
 /// `begin(fingerprint, lease_ms)`. A new key is claimed by `TIME` and
 /// `SET NX` alone; only an existing record is read. A fresh claim replies
@@ -108,28 +116,6 @@ impl Scripts {
     }
 }
 
-#[derive(Clone)]
-enum Connection {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl Connection {
-    async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
-        match self {
-            Self::Single(c) => cmd.query_async(c).await,
-            Self::Cluster(c) => cmd.query_async(c).await,
-        }
-    }
-
-    async fn load(&mut self, script: &Script) -> redis::RedisResult<String> {
-        match self {
-            Self::Single(c) => script.load_async(c).await,
-            Self::Cluster(c) => script.load_async(c).await,
-        }
-    }
-}
-
 /// Why connecting failed. The message never contains the connection string.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -150,6 +136,10 @@ pub struct RedisStore {
     scripts: Arc<Scripts>,
     prefix: Arc<str>,
     timeout: Duration,
+    /// Waking waiters (one server only), and the channel changes are
+    /// published on (`<prefix>wake`; empty: none).
+    wakes: Option<Arc<Wakes>>,
+    channel: Arc<str>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -184,10 +174,13 @@ impl RedisStore {
             .set_response_timeout(None)
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(200));
-        let manager = ConnectionManager::new_with_config(client, config)
+        let manager = ConnectionManager::new_with_config(client.clone(), config)
             .await
             .map_err(|e| ConnectError::Unreachable(Box::new(e)))?;
-        Ok(Self::from_connection_manager(manager))
+        let mut store = Self::from_connection_manager(manager);
+        store.wakes = Some(Arc::new(Wakes::new(client)));
+        store.channel = channel(&store.prefix);
+        Ok(store)
     }
 
     /// Connects to a Redis Cluster through any of its nodes.
@@ -225,6 +218,8 @@ impl RedisStore {
             scripts: Arc::new(Scripts::new()),
             prefix: Arc::from(DEFAULT_PREFIX),
             timeout: DEFAULT_TIMEOUT,
+            wakes: None,
+            channel: Arc::from(""),
         }
     }
 
@@ -233,6 +228,11 @@ impl RedisStore {
     #[must_use]
     pub fn with_prefix(mut self, prefix: &str) -> Self {
         self.prefix = Arc::from(prefix);
+        if let Some(wakes) = &self.wakes {
+            // Another channel: waiters of the old one are not this store's.
+            self.wakes = Some(Arc::new(Wakes::new(wakes.client().clone())));
+            self.channel = channel(prefix);
+        }
         self
     }
 
@@ -314,33 +314,6 @@ fn is_corrupt(e: &redis::RedisError) -> bool {
     e.to_string().contains("idem: corrupt record")
 }
 
-/// A duration as whole milliseconds for `PX`, rounded up (at least 1), so
-/// that a key never expires before the duration asked for.
-fn ms(d: Duration, buf: &mut itoa::Buffer) -> &[u8] {
-    buf.format(micros(d).div_ceil(1000).max(1)).as_bytes()
-}
-
-/// A token as the records spell it: at least 16 decimal digits.
-struct TokenText {
-    digits: [u8; 20],
-    start: usize,
-}
-
-impl TokenText {
-    fn new(token: FencingToken) -> Self {
-        let mut digits = [b'0'; 20];
-        let mut buf = itoa::Buffer::new();
-        let text = buf.format(token.0).as_bytes();
-        let start = (20 - text.len()).min(4);
-        digits[20 - text.len()..].copy_from_slice(text);
-        Self { digits, start }
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        &self.digits[self.start..]
-    }
-}
-
 #[async_trait]
 impl Store for RedisStore {
     async fn begin(
@@ -401,6 +374,7 @@ impl Store for RedisStore {
                 token.as_bytes(),
                 ms(ttl, &mut itoa::Buffer::new()),
                 outcome.as_bytes(),
+                self.channel.as_bytes(),
             ],
         )
         .await
@@ -408,8 +382,13 @@ impl Store for RedisStore {
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
         let token = TokenText::new(lease.token);
-        self.fenced("release", &self.scripts.release, id, &[token.as_bytes()])
-            .await
+        self.fenced(
+            "release",
+            &self.scripts.release,
+            id,
+            &[token.as_bytes(), self.channel.as_bytes()],
+        )
+        .await
     }
 
     async fn renew(
@@ -443,37 +422,48 @@ impl Store for RedisStore {
         operations::inspected(&reply)
     }
 
+    fn wakes(&self) -> bool {
+        self.wakes.is_some()
+    }
+
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
+        let Some(wakes) = &self.wakes else {
+            tokio::time::sleep(within).await;
+            return None;
+        };
+        wakes.start(&self.channel);
+        if !wakes.listening() {
+            tokio::time::sleep(Wakes::poll(within)).await;
+            return None;
+        }
+        let key = self.key(id);
+        let woken = wakes.register(key.clone());
+        // Look again: the change may have come before the registration.
+        let read = match self.inspect(id).await {
+            Ok(Some(RecordInfo {
+                state: RecordInfoState::InFlight { .. },
+                ..
+            })) => {
+                let _ = tokio::time::timeout(within, woken).await;
+                None
+            }
+            Ok(read) => read,
+            Err(_) => None,
+        };
+        wakes.forget(&key);
+        read
+    }
+
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
         let force: &[u8] = if force { b"1" } else { b"0" };
         let reply = self
-            .invoke("remove", &self.scripts.remove, self.key(id), &[force])
+            .invoke(
+                "remove",
+                &self.scripts.remove,
+                self.key(id),
+                &[force, self.channel.as_bytes()],
+            )
             .await?;
         operations::removed(&reply)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_spelled_with_at_least_sixteen_digits() {
-        let text = |t: u64| String::from_utf8(TokenText::new(FencingToken(t)).as_bytes().to_vec());
-        assert_eq!(text(0).as_deref(), Ok("0000000000000000"));
-        assert_eq!(text(42).as_deref(), Ok("0000000000000042"));
-        assert_eq!(
-            text(1_764_480_000_123_456).as_deref(),
-            Ok("1764480000123456")
-        );
-        assert_eq!(text(u64::MAX).as_deref(), Ok("18446744073709551615"));
-    }
-
-    #[test]
-    fn expiries_round_up_to_whole_milliseconds() {
-        let px = |d| String::from_utf8(ms(d, &mut itoa::Buffer::new()).to_vec());
-        assert_eq!(px(Duration::ZERO).as_deref(), Ok("1"));
-        assert_eq!(px(Duration::from_micros(1)).as_deref(), Ok("1"));
-        assert_eq!(px(Duration::from_micros(1001)).as_deref(), Ok("2"));
-        assert_eq!(px(Duration::from_secs(30)).as_deref(), Ok("30000"));
     }
 }

@@ -1,0 +1,85 @@
+//! How the store talks to Redis: the connection (one server or a cluster),
+//! and how durations and tokens are spelled in commands.
+
+use std::time::Duration;
+
+use idem_core::machine::micros;
+use idem_core::FencingToken;
+use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
+use redis::{Script, Value};
+
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Connection {
+    pub(crate) async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
+        match self {
+            Self::Single(c) => cmd.query_async(c).await,
+            Self::Cluster(c) => cmd.query_async(c).await,
+        }
+    }
+
+    pub(crate) async fn load(&mut self, script: &Script) -> redis::RedisResult<String> {
+        match self {
+            Self::Single(c) => script.load_async(c).await,
+            Self::Cluster(c) => script.load_async(c).await,
+        }
+    }
+}
+
+/// A duration as whole milliseconds for `PX`, rounded up (at least 1), so
+/// that a key never expires before the duration asked for.
+pub(crate) fn ms(d: Duration, buf: &mut itoa::Buffer) -> &[u8] {
+    buf.format(micros(d).div_ceil(1000).max(1)).as_bytes()
+}
+
+/// A token as the records spell it: at least 16 decimal digits.
+pub(crate) struct TokenText {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl TokenText {
+    pub(crate) fn new(token: FencingToken) -> Self {
+        let mut digits = [b'0'; 20];
+        let mut buf = itoa::Buffer::new();
+        let text = buf.format(token.0).as_bytes();
+        let start = (20 - text.len()).min(4);
+        digits[20 - text.len()..].copy_from_slice(text);
+        Self { digits, start }
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.start..]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_spelled_with_at_least_sixteen_digits() {
+        let text = |t: u64| String::from_utf8(TokenText::new(FencingToken(t)).as_bytes().to_vec());
+        assert_eq!(text(0).as_deref(), Ok("0000000000000000"));
+        assert_eq!(text(42).as_deref(), Ok("0000000000000042"));
+        assert_eq!(
+            text(1_764_480_000_123_456).as_deref(),
+            Ok("1764480000123456")
+        );
+        assert_eq!(text(u64::MAX).as_deref(), Ok("18446744073709551615"));
+    }
+
+    #[test]
+    fn expiries_round_up_to_whole_milliseconds() {
+        let px = |d| String::from_utf8(ms(d, &mut itoa::Buffer::new()).to_vec());
+        assert_eq!(px(Duration::ZERO).as_deref(), Ok("1"));
+        assert_eq!(px(Duration::from_micros(1)).as_deref(), Ok("1"));
+        assert_eq!(px(Duration::from_micros(1001)).as_deref(), Ok("2"));
+        assert_eq!(px(Duration::from_secs(30)).as_deref(), Ok("30000"));
+    }
+}
