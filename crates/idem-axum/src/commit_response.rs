@@ -134,7 +134,7 @@ pub async fn commit_response<T: StoreTransaction>(
             slot.set(handled);
         }
     };
-    if !settings.record.records(response.status()) {
+    if !settings.record.records(response.status().as_u16()) {
         rollback(tx).await;
         settle(Handled::Released);
         return response;

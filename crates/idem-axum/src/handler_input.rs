@@ -33,9 +33,9 @@ use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use idem_core::{FingerprintBuilder, FingerprintError};
 use serde::Serialize;
 
-use crate::fingerprint::add_body;
 use crate::handler::HandlerRequest;
 use crate::problem::{Problem, ProblemKind};
+use idem_http::add_body;
 
 /// Headers that may differ between two attempts of the same request and so
 /// are left out of a `HeaderMap`'s fingerprint: the key itself, hop-by-hop

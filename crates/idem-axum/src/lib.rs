@@ -75,7 +75,6 @@ mod admin;
 mod commit_response;
 mod detached;
 mod extract;
-mod fingerprint;
 mod handler;
 mod handler_input;
 mod headers;

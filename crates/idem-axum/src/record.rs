@@ -9,124 +9,35 @@ use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 use idem_core::Outcome;
+pub(crate) use idem_http::Unreadable;
 
 use crate::problem::{Problem, ProblemKind};
 
-const MAGIC: &[u8; 4] = b"IDR1";
-
-/// Headers that describe one connection, not the response (RFC 9110 §7.6.1),
-/// and framing headers the server sets again for the replayed body.
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
-
-/// Whether `name` is stored in a record: end-to-end headers are, hop-by-hop
-/// ones (the fixed list, `Content-Length`, and any named in `Connection`) are not.
-fn is_recorded(name: &HeaderName, headers: &HeaderMap) -> bool {
-    if HOP_BY_HOP.contains(name) || name == header::CONTENT_LENGTH {
-        return false;
-    }
-    !headers.get_all(header::CONNECTION).iter().any(|v| {
-        v.to_str().is_ok_and(|v| {
-            v.split(',')
-                .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
-        })
-    })
-}
-
-/// Encodes a response the way idem-axum records it: status, end-to-end
-/// headers (every value, in order) and body. A handler that completes its
-/// record inside its own database transaction (`idem-postgres`) encodes the
-/// response it returns with this, so that retries replay it byte for byte.
+/// Encodes a response the way idem records it (see [`idem_http::encode`]):
+/// status, end-to-end headers (every value, in order) and body. A handler
+/// that completes its record inside its own database transaction encodes the
+/// response it returns with this (or uses `commit_response`), so that
+/// retries replay it byte for byte.
 pub fn encode(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Outcome {
-    let kept: Vec<(&HeaderName, &HeaderValue)> = headers
+    let pairs: Vec<(&str, &[u8])> = headers
         .iter()
-        .filter(|(n, _)| is_recorded(n, headers))
+        .map(|(n, v)| (n.as_str(), v.as_bytes()))
         .collect();
-    let size = 4
-        + 2
-        + 4
-        + kept
-            .iter()
-            .map(|(n, v)| 2 + n.as_str().len() + 4 + v.len())
-            .sum::<usize>()
-        + 8
-        + body.len();
-    let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&status.as_u16().to_be_bytes());
-    out.extend_from_slice(&u32::try_from(kept.len()).unwrap_or(u32::MAX).to_be_bytes());
-    for (name, value) in kept {
-        let name = name.as_str().as_bytes();
-        // Header names are short and values are bounded by the server's
-        // header limits, far below these widths.
-        out.extend_from_slice(&u16::try_from(name.len()).unwrap_or(u16::MAX).to_be_bytes());
-        out.extend_from_slice(name);
-        out.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_be_bytes());
-        out.extend_from_slice(value.as_bytes());
-    }
-    out.extend_from_slice(&(body.len() as u64).to_be_bytes());
-    out.extend_from_slice(body);
-    Outcome::new(out)
-}
-
-/// Why a record could not be read back.
-#[derive(Debug)]
-pub(crate) struct Unreadable(pub(crate) &'static str);
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], Unreadable> {
-        if self.0.len() < n {
-            return Err(Unreadable(what));
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], Unreadable> {
-        let mut a = [0; N];
-        a.copy_from_slice(self.take(N, what)?);
-        Ok(a)
-    }
+    idem_http::encode(status.as_u16(), &pairs, body)
 }
 
 /// Decodes a recorded response.
 pub(crate) fn decode(outcome: &Outcome) -> Result<Response, Unreadable> {
-    let mut r = Reader(outcome.as_bytes());
-    if r.take(4, "magic")? != MAGIC {
-        return Err(Unreadable("not a recorded HTTP response"));
-    }
-    let status = StatusCode::from_u16(u16::from_be_bytes(r.array("status")?))
-        .map_err(|_| Unreadable("status"))?;
-    let count = u32::from_be_bytes(r.array("header count")?);
-    let mut headers = HeaderMap::new();
-    for _ in 0..count {
-        let n = usize::from(u16::from_be_bytes(r.array("header name length")?));
-        let name = HeaderName::from_bytes(r.take(n, "header name")?)
-            .map_err(|_| Unreadable("header name"))?;
-        let n = usize::try_from(u32::from_be_bytes(r.array("header value length")?))
-            .map_err(|_| Unreadable("header value length"))?;
-        let value = HeaderValue::from_bytes(r.take(n, "header value")?)
-            .map_err(|_| Unreadable("header value"))?;
+    let recorded = idem_http::decode(outcome)?;
+    let status = StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
+    let mut headers = HeaderMap::with_capacity(recorded.headers.len());
+    for (name, value) in recorded.headers {
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("header name"))?;
+        let value = HeaderValue::from_bytes(&value).map_err(|_| Unreadable("header value"))?;
         headers.append(name, value);
     }
-    let n = usize::try_from(u64::from_be_bytes(r.array("body length")?))
-        .map_err(|_| Unreadable("body length"))?;
-    let body = Bytes::copy_from_slice(r.take(n, "body")?);
-    if !r.0.is_empty() {
-        return Err(Unreadable("trailing bytes"));
-    }
-    let mut response = Response::new(Body::from(body));
+    let mut response = Response::new(Body::from(recorded.body));
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     Ok(response)
@@ -201,7 +112,7 @@ pub(crate) fn not_recorded(limit: usize) -> Outcome {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/problem+json"),
     );
-    encode(problem.kind().status(), &headers, problem.body().as_bytes())
+    encode(problem.status(), &headers, problem.body().as_bytes())
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@ use http::request::Parts;
 use http::{Method, Uri};
 use idem_core::{Call, Claim, Engine, FingerprintBuilder};
 
-use crate::fingerprint::request_fingerprint;
 use crate::respond;
 use crate::settings::Settings;
+use idem_http::request_fingerprint;
 
 /// The request line, the settings and the operation's name.
 #[derive(Clone, Debug)]
@@ -40,7 +40,7 @@ impl RequestHead {
     pub(crate) fn builder(&self) -> FingerprintBuilder {
         request_fingerprint(
             &self.operation,
-            &self.method,
+            self.method.as_str(),
             self.route.as_ref().map(MatchedPath::as_str),
             self.uri.path(),
             self.uri.query(),

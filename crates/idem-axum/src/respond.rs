@@ -82,7 +82,7 @@ where
                 Some(Handled::Released) => return Completion::Release(response),
                 None => {}
             }
-            if !record_policy.records(response.status()) {
+            if !record_policy.records(response.status().as_u16()) {
                 return Completion::Release(response);
             }
             match record::buffer(response, max_response).await {

@@ -17,11 +17,11 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use idem_core::{Call, Engine, Scope};
 use tower_service::Service;
 
-use crate::fingerprint::{add_body, request_fingerprint};
 use crate::headers::{is_json, key_from_headers, key_missing};
 use crate::problem::{Problem, ProblemKind};
 use crate::respond;
 use crate::settings::Settings;
+use idem_http::{add_body, request_fingerprint};
 
 /// How a request's scope is read from its head.
 pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, StatusCode> + Send + Sync;
@@ -125,7 +125,7 @@ where
         .map(MatchedPath::as_str);
     let mut fp = request_fingerprint(
         "http",
-        &parts.method,
+        parts.method.as_str(),
         route,
         parts.uri.path(),
         parts.uri.query(),

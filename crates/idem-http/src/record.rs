@@ -1,0 +1,189 @@
+//! Recorded responses: a compact binary form of status, end-to-end headers
+//! and body, read back byte for byte.
+
+use idem_core::Outcome;
+
+const MAGIC: &[u8; 4] = b"IDR1";
+
+/// Headers that describe one connection, not the response (RFC 9110 §7.6.1),
+/// and framing headers the server sets again for the replayed body.
+const NOT_RECORDED: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+];
+
+/// Encodes a response the way idem records it: status, end-to-end headers
+/// (every value, in the order given; names lowercase, as the `http` crate
+/// keeps them) and body. Hop-by-hop headers (the fixed list,
+/// `Content-Length`, and any named in `Connection`) are left out. A handler
+/// that completes its record inside its own database transaction encodes
+/// the response it returns with this, so that retries replay it.
+pub fn encode(status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Outcome {
+    let named_in_connection: Vec<&str> = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    let kept: Vec<&(&str, &[u8])> = headers
+        .iter()
+        .filter(|(n, _)| {
+            !NOT_RECORDED.iter().any(|h| n.eq_ignore_ascii_case(h))
+                && !named_in_connection
+                    .iter()
+                    .any(|h| n.eq_ignore_ascii_case(h))
+        })
+        .collect();
+    let size = 4
+        + 2
+        + 4
+        + kept
+            .iter()
+            .map(|(n, v)| 2 + n.len() + 4 + v.len())
+            .sum::<usize>()
+        + 8
+        + body.len();
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&status.to_be_bytes());
+    out.extend_from_slice(&u32::try_from(kept.len()).unwrap_or(u32::MAX).to_be_bytes());
+    for &&(name, value) in &kept {
+        let name = name.as_bytes();
+        // Header names are short and values are bounded by the server's
+        // header limits, far below these widths.
+        out.extend_from_slice(&u16::try_from(name.len()).unwrap_or(u16::MAX).to_be_bytes());
+        out.extend_from_slice(name);
+        out.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(value);
+    }
+    out.extend_from_slice(&(body.len() as u64).to_be_bytes());
+    out.extend_from_slice(body);
+    Outcome::new(out)
+}
+
+/// A recorded response, read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedResponse {
+    /// The status code.
+    pub status: u16,
+    /// The end-to-end headers, every value, in order.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// Why a record could not be read back: the part that was wrong.
+#[derive(Debug)]
+pub struct Unreadable(pub &'static str);
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the recorded response cannot be read ({})", self.0)
+    }
+}
+
+impl std::error::Error for Unreadable {}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], Unreadable> {
+        if self.0.len() < n {
+            return Err(Unreadable(what));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], Unreadable> {
+        let mut a = [0; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
+    }
+}
+
+/// Decodes a recorded response.
+pub fn decode(outcome: &Outcome) -> Result<RecordedResponse, Unreadable> {
+    let mut r = Reader(outcome.as_bytes());
+    if r.take(4, "magic")? != MAGIC {
+        return Err(Unreadable("not a recorded HTTP response"));
+    }
+    let status = u16::from_be_bytes(r.array("status")?);
+    if !(100..=999).contains(&status) {
+        return Err(Unreadable("status"));
+    }
+    let count = u32::from_be_bytes(r.array("header count")?);
+    let mut headers = Vec::new();
+    for _ in 0..count {
+        let n = usize::from(u16::from_be_bytes(r.array("header name length")?));
+        let name = std::str::from_utf8(r.take(n, "header name")?)
+            .map_err(|_| Unreadable("header name"))?
+            .to_owned();
+        let n = usize::try_from(u32::from_be_bytes(r.array("header value length")?))
+            .map_err(|_| Unreadable("header value length"))?;
+        headers.push((name, r.take(n, "header value")?.to_vec()));
+    }
+    let n = usize::try_from(u64::from_be_bytes(r.array("body length")?))
+        .map_err(|_| Unreadable("body length"))?;
+    let body = r.take(n, "body")?.to_vec();
+    if !r.0.is_empty() {
+        return Err(Unreadable("trailing bytes"));
+    }
+    Ok(RecordedResponse {
+        status,
+        headers,
+        body,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_keeps_every_end_to_end_header_in_order() {
+        let headers: Vec<(&str, &[u8])> = vec![
+            ("content-type", b"application/json"),
+            ("set-cookie", b"a=1"),
+            ("set-cookie", b"b=2"),
+            ("connection", b"x-trace"),
+            ("x-trace", b"hop"),
+            ("keep-alive", b"timeout=5"),
+            ("content-length", b"3"),
+        ];
+        let body = [0u8, 255, 10];
+        let back = decode(&encode(201, &headers, &body)).expect("decodes");
+        assert_eq!(back.status, 201);
+        assert_eq!(
+            back.headers,
+            vec![
+                ("content-type".to_owned(), b"application/json".to_vec()),
+                ("set-cookie".to_owned(), b"a=1".to_vec()),
+                ("set-cookie".to_owned(), b"b=2".to_vec()),
+            ]
+        );
+        assert_eq!(back.body, body);
+    }
+
+    #[test]
+    fn truncated_records_are_refused_not_panicked_on() {
+        let outcome = encode(200, &[], b"hello");
+        let bytes = outcome.as_bytes();
+        for cut in 0..bytes.len() {
+            assert!(
+                decode(&Outcome::new(bytes[..cut].to_vec())).is_err(),
+                "cut at {cut}"
+            );
+        }
+        assert!(decode(&Outcome::new(b"junk-junk-junk".to_vec())).is_err());
+    }
+}
