@@ -66,7 +66,7 @@ use std::time::Duration;
 
 use idem_core::{
     async_trait, encode_result, Begin, Claim, FencingToken, Fingerprint, Lease, Outcome, RecordId,
-    RecordInfo, RecordInfoState, Removal, Store, StoreError,
+    RecordInfo, Removal, Store, StoreError,
 };
 use serde::Serialize;
 use sqlx::postgres::PgPool;
@@ -376,8 +376,7 @@ impl Store for PgStore {
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        self.fenced_update("release", &self.sql.release, id, lease, None)
-            .await
+        sql::release(&self.pool, &self.sql, id, lease).await
     }
 
     async fn renew(
@@ -417,20 +416,17 @@ impl Store for PgStore {
             return None;
         }
         let Registered { slot, woken } = self.wakes.register(*id);
-        // Look again: the change may have come before the registration.
-        let still = sql::inspect(&self.pool, &self.sql, id).await;
-        let read = match still {
-            Ok(Some(RecordInfo {
-                state: RecordInfoState::InFlight { .. },
-                ..
-            })) => {
+        // Mark the record waited on (its change then notifies), unless it
+        // changed before the registration: then read it.
+        let read = match sql::watch(&self.pool, &self.sql, id).await {
+            Ok(true) => {
                 if tokio::time::timeout(within, woken).await.is_ok() {
                     slot.read()
                 } else {
                     None
                 }
             }
-            Ok(read) => read,
+            Ok(false) => sql::inspect(&self.pool, &self.sql, id).await.ok().flatten(),
             Err(_) => None,
         };
         drop(slot);

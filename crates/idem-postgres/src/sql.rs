@@ -45,6 +45,7 @@ pub(crate) struct Sql {
     pub(crate) complete: Arc<str>,
     pub(crate) completed_by: Arc<str>,
     pub(crate) release: Arc<str>,
+    pub(crate) watch: Arc<str>,
     pub(crate) renew: Arc<str>,
     pub(crate) purge: Arc<str>,
     pub(crate) inspect: Arc<str>,
@@ -73,7 +74,8 @@ impl Sql {
                    ON CONFLICT (id) DO UPDATE \
                      SET fingerprint = EXCLUDED.fingerprint, \
                          token = GREATEST(r.token + 1, EXCLUDED.token), \
-                         completed = false, deadline = EXCLUDED.deadline, outcome = NULL \
+                         completed = false, deadline = EXCLUDED.deadline, outcome = NULL, \
+                         waiting = false \
                      WHERE r.deadline <= clock_timestamp() \
                    RETURNING r.token) \
                  SELECT 'A'::text AS kind, token, NULL::bytea AS outcome, 0::bigint AS left_us FROM upsert \
@@ -87,14 +89,17 @@ impl Sql {
             .into(),
             // Each change a waiting duplicate cares about also notifies
             // `channel` (delivered at commit, so a completion inside the
-            // caller's transaction wakes waiters once it is visible).
+            // caller's transaction wakes waiters once it is visible), but
+            // only when a waiter marked the record: a NOTIFY serializes
+            // commits, which every request would otherwise pay.
             complete: format!(
                 "WITH done AS ( \
                    UPDATE {t} SET completed = true, \
                      deadline = clock_timestamp() + $3::bigint * interval '1 microsecond', outcome = $4 \
                    WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp() \
-                   RETURNING id) \
-                 SELECT pg_notify('{channel}', encode(id, 'hex')) FROM done"
+                   RETURNING id, waiting), \
+                 woken AS (SELECT pg_notify('{channel}', encode(id, 'hex')) FROM done WHERE waiting) \
+                 SELECT (SELECT count(*) FROM done) AS changed, (SELECT count(*) FROM woken) AS woken"
             )
             .into(),
             // Only when `complete` changed nothing: was it completed by this
@@ -108,8 +113,16 @@ impl Sql {
                 "WITH done AS ( \
                    UPDATE {t} SET deadline = clock_timestamp() \
                    WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp() \
-                   RETURNING id) \
-                 SELECT pg_notify('{channel}', encode(id, 'hex')) FROM done"
+                   RETURNING id, waiting), \
+                 woken AS (SELECT pg_notify('{channel}', encode(id, 'hex')) FROM done WHERE waiting) \
+                 SELECT (SELECT count(*) FROM done) AS changed, (SELECT count(*) FROM woken) AS woken"
+            )
+            .into(),
+            // A waiter marks the record it waits on, if it is still in
+            // flight; if not, it has changed already.
+            watch: format!(
+                "UPDATE {t} SET waiting = true \
+                 WHERE id = $1 AND NOT completed AND deadline > clock_timestamp()"
             )
             .into(),
             renew: format!(
@@ -129,9 +142,11 @@ impl Sql {
                 "WITH live AS (SELECT completed FROM {t} WHERE id = $1 AND deadline > clock_timestamp()), \
                  ended AS ( \
                    UPDATE {t} SET completed = false, outcome = NULL, deadline = clock_timestamp() \
-                   WHERE id = $1 AND deadline > clock_timestamp() AND (completed OR $2) RETURNING id), \
-                 woken AS (SELECT pg_notify('{channel}', encode(id, 'hex')) FROM ended) \
-                 SELECT (SELECT count(*) FROM woken) AS ended, (SELECT count(*) FROM live) AS live"
+                   WHERE id = $1 AND deadline > clock_timestamp() AND (completed OR $2) \
+                   RETURNING id, waiting), \
+                 woken AS (SELECT pg_notify('{channel}', encode(id, 'hex')) FROM ended WHERE waiting) \
+                 SELECT (SELECT count(*) FROM ended) AS ended, (SELECT count(*) FROM live) AS live, \
+                   (SELECT count(*) FROM woken) AS woken"
             )
             .into(),
             // A record is dropped only once it is not live and the clock has
@@ -152,8 +167,11 @@ impl Sql {
                        token bigint NOT NULL, \
                        completed boolean NOT NULL, \
                        deadline timestamptz NOT NULL, \
-                       outcome bytea)"
+                       outcome bytea, \
+                       waiting boolean NOT NULL DEFAULT false)"
                 ),
+                // Tables made before waiters were woken.
+                format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS waiting boolean NOT NULL DEFAULT false"),
                 format!("CREATE INDEX IF NOT EXISTS \"{table}_deadline_idx\" ON {t} (deadline)"),
             ],
         }
@@ -189,15 +207,15 @@ pub(crate) async fn complete(
     outcome: &Outcome,
     ttl: Duration,
 ) -> Result<(), StoreError> {
-    let updated = sqlx::query(AssertSqlSafe(Arc::clone(&sql.complete)))
+    let changed: i64 = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&sql.complete)))
         .bind(&id.as_bytes()[..])
         .bind(token(lease))
         .bind(us(ttl))
         .bind(outcome.as_bytes())
-        .execute(&mut *conn)
+        .fetch_one(&mut *conn)
         .await
         .map_err(|e| db_error("complete", e))?;
-    if updated.rows_affected() == 1 {
+    if changed == 1 {
         return Ok(());
     }
     // Rare: completing again with the token that completed it is a no-op.
@@ -275,4 +293,39 @@ pub(crate) async fn remove(
         (0, _) => Removal::InFlight,
         _ => Removal::Removed,
     })
+}
+
+/// Ends the claim `lease` on `id`, waking its waiters if any marked it.
+pub(crate) async fn release(
+    pool: &sqlx::PgPool,
+    sql: &Sql,
+    id: &RecordId,
+    lease: &Lease,
+) -> Result<(), StoreError> {
+    let changed: i64 = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&sql.release)))
+        .bind(&id.as_bytes()[..])
+        .bind(token(lease))
+        .fetch_one(pool)
+        .await
+        .map_err(|e| db_error("release", e))?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::lease_lost())
+    }
+}
+
+/// Marks `id` as waited on, if it is still in flight: `false` if it has
+/// changed already.
+pub(crate) async fn watch(
+    pool: &sqlx::PgPool,
+    sql: &Sql,
+    id: &RecordId,
+) -> Result<bool, StoreError> {
+    let marked = sqlx::query(AssertSqlSafe(Arc::clone(&sql.watch)))
+        .bind(&id.as_bytes()[..])
+        .execute(pool)
+        .await
+        .map_err(|e| db_error("watch", e))?;
+    Ok(marked.rows_affected() == 1)
 }
