@@ -82,6 +82,7 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod transaction;
+pub mod waiters;
 
 pub use call::Call;
 pub use claim::Claim;

@@ -76,10 +76,11 @@ mod sql;
 mod transaction;
 mod wake;
 
+use idem_core::waiters::Look;
 pub use sql::InvalidName;
 use sql::{check_name, db_error, token, us, Sql};
 pub use transaction::PgTransaction;
-use wake::{Registered, Wakes};
+use wake::Wakes;
 
 /// A [`Store`] on PostgreSQL. Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -411,26 +412,16 @@ impl Store for PgStore {
 
     async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
         self.wakes.start(&self.pool, &self.sql);
-        if !self.wakes.listening() {
-            tokio::time::sleep(Wakes::poll(within)).await;
-            return None;
-        }
-        let Registered { slot, woken } = self.wakes.register(*id);
-        // Mark the record waited on (its change then notifies), unless it
-        // changed before the registration: then read it.
-        let read = match sql::watch(&self.pool, &self.sql, id).await {
-            Ok(true) => {
-                if tokio::time::timeout(within, woken).await.is_ok() {
-                    slot.read()
-                } else {
-                    None
+        // Marked, the record's change notifies; changed already, read it.
+        let look = async {
+            match sql::watch(&self.pool, &self.sql, id).await {
+                Ok(true) => Look::InFlight,
+                Ok(false) => {
+                    Look::Changed(sql::inspect(&self.pool, &self.sql, id).await.ok().flatten())
                 }
+                Err(_) => Look::Changed(None),
             }
-            Ok(false) => sql::inspect(&self.pool, &self.sql, id).await.ok().flatten(),
-            Err(_) => None,
         };
-        drop(slot);
-        self.wakes.forget(id);
-        read
+        self.wakes.waiters.wait(*id, within, look).await
     }
 }

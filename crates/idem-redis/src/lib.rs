@@ -55,6 +55,7 @@ mod operations;
 mod wake;
 mod wire;
 
+use idem_core::waiters::Look;
 use operations::parse_token;
 use wake::Wakes;
 use wire::{ms, Connection, TokenText};
@@ -432,26 +433,17 @@ impl Store for RedisStore {
             return None;
         };
         wakes.start(&self.channel);
-        if !wakes.listening() {
-            tokio::time::sleep(Wakes::poll(within)).await;
-            return None;
-        }
-        let key = self.key(id);
-        let woken = wakes.register(key.clone());
-        // Look again: the change may have come before the registration.
-        let read = match self.inspect(id).await {
-            Ok(Some(RecordInfo {
-                state: RecordInfoState::InFlight { .. },
-                ..
-            })) => {
-                let _ = tokio::time::timeout(within, woken).await;
-                None
+        let look = async {
+            match self.inspect(id).await {
+                Ok(Some(RecordInfo {
+                    state: RecordInfoState::InFlight { .. },
+                    ..
+                })) => Look::InFlight,
+                Ok(read) => Look::Changed(read),
+                Err(_) => Look::Changed(None),
             }
-            Ok(read) => read,
-            Err(_) => None,
         };
-        wakes.forget(&key);
-        read
+        wakes.waiters.wait(self.key(id), within, look).await
     }
 
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
