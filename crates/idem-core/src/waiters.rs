@@ -177,7 +177,10 @@ mod tests {
                 lease_left: Duration::ZERO,
             },
         };
-        waiters.take(&1).expect("three waiters").wake(Some(info.clone()));
+        waiters
+            .take(&1)
+            .expect("three waiters")
+            .wake(Some(info.clone()));
         for t in tasks {
             assert_eq!(t.await.expect("waiter"), Some(info.clone()));
         }
