@@ -18,6 +18,68 @@ pub async fn serve(router: axum::Router) -> String {
     format!("http://{addr}")
 }
 
+/// Serves the actix-web app that `app` makes (once per worker) on
+/// 127.0.0.1 at a free port, on a thread of its own with its own actix
+/// system, until the test process ends; returns its base URL.
+pub fn serve_actix<F, T>(app: F) -> String
+where
+    F: Fn() -> actix_web::App<T> + Send + Clone + 'static,
+    T: actix_web::dev::ServiceFactory<
+            actix_web::dev::ServiceRequest,
+            Config = (),
+            Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
+            Error = actix_web::Error,
+            InitError = (),
+        > + 'static,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            actix_web::HttpServer::new(app)
+                .workers(2)
+                .disable_signals()
+                .listen(listener)
+                .expect("listen")
+                .run()
+                .await
+                .expect("server");
+        });
+    });
+    format!("http://{addr}")
+}
+
+/// How a client hangs up.
+#[derive(Clone, Copy, Debug)]
+pub enum HangUp {
+    /// `RST`: the socket closed with a zero linger.
+    Reset,
+    /// `FIN`: the socket closed normally.
+    Close,
+}
+
+/// Sends a debit of 1 (`{"amount":1}`, JSON) for `key` to `path` on a raw
+/// socket to `addr` (`host:port`) and hangs up `after` it was written.
+pub async fn send_and_hang_up(addr: &str, path: &str, key: &str, after: Duration, how: HangUp) {
+    use tokio::io::AsyncWriteExt as _;
+    let body = r#"{"amount":1}"#;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nidempotency-key: {key}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    socket
+        .write_all(request.as_bytes())
+        .await
+        .expect("write the request");
+    tokio::time::sleep(after).await;
+    if let HangUp::Reset = how {
+        socket.set_zero_linger().expect("SO_LINGER 0");
+    }
+    drop(socket);
+}
+
 /// A store whose backend cannot be reached: every call fails as a real
 /// client's would on a refused connection.
 #[derive(Clone, Copy, Debug, Default)]

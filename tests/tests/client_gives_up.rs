@@ -17,9 +17,9 @@ use idem_core::{Claim, Engine, Store};
 use idem_examples::payments::{
     router, Account, App, Ledger, LedgerError, MemoryLedger, PgLedger, RedisLedger, Respond,
 };
-use idem_tests::{pg_store, redis_cluster_nodes, redis_url, serve, unique_prefix};
-use tokio::io::AsyncWriteExt as _;
-use tokio::net::TcpStream;
+use idem_tests::{
+    pg_store, redis_cluster_nodes, redis_url, send_and_hang_up, serve, unique_prefix, HangUp,
+};
 
 /// A ledger whose answer arrives `after` the money moved.
 struct SlowAnswer {
@@ -78,36 +78,6 @@ async fn start(store: impl Store, ledger: Arc<dyn Ledger>) -> String {
     }))
     .await;
     url.trim_start_matches("http://").to_owned()
-}
-
-/// How the client hangs up.
-#[derive(Clone, Copy, Debug)]
-enum HangUp {
-    /// `RST`: the socket closed with a zero linger.
-    Reset,
-    /// `FIN`: the socket closed normally.
-    Close,
-}
-
-/// Sends the debit for `key` to `path` on a raw socket and hangs up `after`
-/// it was written.
-async fn send_and_hang_up(addr: &str, path: &str, key: &str, after: Duration, how: HangUp) {
-    let body = r#"{"amount":1}"#;
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nidempotency-key: {key}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let mut socket = TcpStream::connect(addr).await.expect("connect");
-    socket
-        .write_all(request.as_bytes())
-        .await
-        .expect("write the request");
-    tokio::time::sleep(after).await;
-    if let HangUp::Reset = how {
-        socket.set_zero_linger().expect("SO_LINGER 0");
-    }
-    drop(socket);
 }
 
 /// Retries `key` until it gets a final answer; returns its status.

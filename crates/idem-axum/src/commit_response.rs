@@ -10,7 +10,7 @@ use idem_core::{Claim, StoreTransaction};
 
 use crate::problem::{Problem, ProblemKind};
 use crate::record::{self, not_recorded, Buffered};
-use crate::settings::Settings;
+use idem_http::Settings;
 
 tokio::task_local! {
     /// The run of the handler this task is in: its settings, and how the

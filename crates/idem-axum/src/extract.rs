@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::headers::{key_from_headers, key_missing};
 use crate::problem::Problem;
 use crate::request_head::RequestHead;
-use crate::settings::RecordPolicy;
+use idem_http::RecordPolicy;
 
 /// The idempotency context of one request, for handlers that make themselves
 /// idempotent (and for the `#[idempotent]` attribute).

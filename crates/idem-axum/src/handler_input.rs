@@ -34,7 +34,7 @@ use idem_core::{FingerprintBuilder, FingerprintError};
 use serde::Serialize;
 
 use crate::handler::HandlerRequest;
-use crate::problem::{Problem, ProblemKind};
+use crate::problem::Problem;
 use idem_http::add_body;
 
 /// Headers that may differ between two attempts of the same request and so
@@ -289,16 +289,10 @@ impl BodyValue for String {
 async fn read(body: Body, limit: usize) -> Result<Bytes, Response> {
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(Problem::new(
-            ProblemKind::RequestTooLarge,
-            format!("the request body is larger than the {limit} bytes this endpoint accepts"),
-        )
-        .into_response()),
-        Err(e) => Err(Problem::new(
-            ProblemKind::BodyUnreadable,
-            format!("the request body could not be read: {e}"),
-        )
-        .into_response()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(Problem::from(idem_http::Problem::too_large(limit)).into_response())
+        }
+        Err(e) => Err(Problem::from(idem_http::Problem::body_unreadable(&e)).into_response()),
     }
 }
 

@@ -4,7 +4,7 @@
 use http::{header, HeaderMap, HeaderName};
 use idem_core::IdempotencyKey;
 
-use crate::problem::{Problem, ProblemKind};
+use crate::problem::Problem;
 
 /// The request header carrying the key.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(idem_http::IDEMPOTENCY_KEY);
@@ -20,15 +20,11 @@ pub(crate) fn key_from_headers(headers: &HeaderMap) -> Result<Option<Idempotency
             .iter()
             .map(http::HeaderValue::as_bytes),
     )
-    .map_err(|e| Problem::new(ProblemKind::KeyMalformed, e.to_string()))
+    .map_err(|e| idem_http::Problem::key_malformed(&e).into())
 }
 
 pub(crate) fn key_missing() -> Problem {
-    Problem::new(
-        ProblemKind::KeyMissing,
-        "this endpoint requires an Idempotency-Key header: send a unique value (a UUID, say) \
-         with each new request and the same value when retrying it",
-    )
+    idem_http::Problem::key_missing().into()
 }
 
 /// Whether a content type is JSON (`application/json` or `*/*+json`).

@@ -9,7 +9,7 @@ use idem_core::{Engine, Scope};
 use tower_layer::Layer;
 
 use crate::service::{IdempotencyService, LayerConfig};
-use crate::settings::{RecordPolicy, Settings};
+use idem_http::{RecordPolicy, Settings};
 
 /// A tower [`Layer`] that makes the routes it wraps idempotent.
 ///

@@ -73,7 +73,6 @@
 
 mod admin;
 mod commit_response;
-mod detached;
 mod extract;
 mod handler;
 mod handler_input;
@@ -85,19 +84,18 @@ mod record;
 mod request_head;
 mod respond;
 mod service;
-mod settings;
 
 pub use admin::admin_router;
 pub use commit_response::commit_response;
 pub use extract::Idempotent;
 pub use handler_input::PER_ATTEMPT_HEADERS;
 pub use headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+pub use idem_http::RecordPolicy;
 pub use layer::IdempotencyLayer;
 pub use problem::{Problem, ProblemKind, PROBLEM_TYPE_PREFIX};
 pub use problem_json::problem_json;
 pub use record::encode as encode_response;
 pub use service::IdempotencyService;
-pub use settings::RecordPolicy;
 
 /// `#[idempotent(ttl = "24h", scope = "account")]` on an axum handler: the key
 /// from the `Idempotency-Key` header, the engine from the router state, the

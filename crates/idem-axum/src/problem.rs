@@ -1,54 +1,55 @@
 //! RFC 9457 problem details for every answer idem gives on its own.
 
+use std::borrow::Cow;
+
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};
 pub use idem_http::{ProblemKind, PROBLEM_TYPE_PREFIX};
 
 /// A problem answer: `application/problem+json` with `type`, `title`,
-/// `status` and `detail`, and `Retry-After` where retrying makes sense.
+/// `status` and `detail`, and `Retry-After` where retrying makes sense. The
+/// answer itself is [`idem_http::Problem`], shared by every adapter; this
+/// makes it an axum response.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    kind: ProblemKind,
-    detail: String,
-    retry_after_secs: Option<u64>,
-}
+pub struct Problem(idem_http::Problem);
 
 impl Problem {
     /// A problem of `kind` with a `detail` that says what to do.
-    pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
-        Self {
-            kind,
-            detail: detail.into(),
-            retry_after_secs: None,
-        }
+    pub fn new(kind: ProblemKind, detail: impl Into<Cow<'static, str>>) -> Self {
+        Self(idem_http::Problem::new(kind, detail))
     }
 
     /// Adds a `Retry-After` header, in whole seconds.
     #[must_use]
-    pub fn retry_after(mut self, secs: u64) -> Self {
-        self.retry_after_secs = Some(secs);
-        self
+    pub fn retry_after(self, secs: u64) -> Self {
+        Self(self.0.retry_after(secs))
     }
 
     /// The kind.
     pub fn kind(&self) -> ProblemKind {
-        self.kind
+        self.0.kind()
     }
 
     /// The detail.
     pub fn detail(&self) -> &str {
-        &self.detail
+        self.0.detail()
     }
 
     /// The `application/problem+json` body.
     pub fn body(&self) -> String {
-        idem_http::problem_body(self.kind, &self.detail)
+        self.0.body()
     }
 
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
-        StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+        StatusCode::from_u16(self.0.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+impl From<idem_http::Problem> for Problem {
+    fn from(problem: idem_http::Problem) -> Self {
+        Self(problem)
     }
 }
 
@@ -61,7 +62,7 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if let Some(secs) = self.retry_after_secs {
+        if let Some(secs) = self.0.retry_after_secs() {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response

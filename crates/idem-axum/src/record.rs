@@ -5,13 +5,11 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use http::header::{self, HeaderName};
+use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 use idem_core::Outcome;
 pub(crate) use idem_http::Unreadable;
-
-use crate::problem::{Problem, ProblemKind};
 
 /// Encodes a response the way idem records it (see [`idem_http::encode`]):
 /// status, end-to-end headers (every value, in order) and body. A handler
@@ -97,27 +95,12 @@ fn chain(prefix: Bytes, rest: Body) -> Body {
     Body::from_stream(head.chain(rest.into_data_stream()))
 }
 
-/// What a retry gets for a response that was served but could not be recorded.
-pub(crate) fn not_recorded(limit: usize) -> Outcome {
-    let problem = Problem::new(
-        ProblemKind::ResponseNotRecorded,
-        format!(
-            "the request with this Idempotency-Key was processed, but its response (larger than \
-             the {limit} bytes this endpoint records, or cut off) could not be recorded; it was \
-             not processed again"
-        ),
-    );
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    encode(problem.status(), &headers, problem.body().as_bytes())
-}
+pub(crate) use idem_http::not_recorded;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header;
 
     #[test]
     fn round_trip_keeps_every_end_to_end_header_in_order() {

@@ -11,8 +11,8 @@ use http::{Method, Uri};
 use idem_core::{Call, Claim, Engine, FingerprintBuilder};
 
 use crate::respond;
-use crate::settings::Settings;
 use idem_http::request_fingerprint;
+use idem_http::Settings;
 
 /// The request line, the settings and the operation's name.
 #[derive(Clone, Debug)]

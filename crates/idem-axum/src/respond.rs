@@ -9,13 +9,13 @@ use futures_util::FutureExt as _;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use idem_core::{Call, Claim, Completion, Engine, Error, Execution};
+use idem_http::{spawn_on_tokio, Detached};
 
 use crate::commit_response::{Handled, RunSlot};
-use crate::detached::Detached;
 use crate::headers::IDEMPOTENT_REPLAYED;
-use crate::problem::{Problem, ProblemKind};
+use crate::problem::Problem;
 use crate::record::{self, not_recorded, Buffered};
-use crate::settings::Settings;
+use idem_http::Settings;
 
 /// Runs `handler` through the engine for `call`, recording its response, and
 /// answers with the handler's response, a replay, or a problem.
@@ -39,21 +39,17 @@ where
     R: IntoResponse,
 {
     let record = *call.record_id();
-    let detached =
-        Detached::new(async move { run_recorded(&engine, &call, settings, handler).await });
+    let detached = Detached::new(
+        async move { run_recorded(&engine, &call, settings, handler).await },
+        spawn_on_tokio,
+    );
     if let Ok(Some(response)) = AssertUnwindSafe(detached).catch_unwind().await {
         response
     } else {
         // Whatever the handler did may have taken effect: the engine keeps
         // the claim until its lease ends.
         tracing::error!(target: "idem", record = %record, "the handler panicked; its outcome is unknown and its claim is kept until the lease ends");
-        Problem::new(
-            ProblemKind::HandlerFailed,
-            "the request failed while it was processed and may have taken effect; retrying \
-             with the same Idempotency-Key answers 409 until the claim's lease ends, then \
-             runs the request again",
-        )
-        .into_response()
+        Problem::from(idem_http::Problem::handler_failed()).into_response()
     }
 }
 
@@ -113,52 +109,14 @@ where
             }
             Err(e) => {
                 tracing::error!(target: "idem", record = %call.record_id(), part = e.0, "recorded response cannot be decoded");
-                Problem::new(
-                    ProblemKind::ReplayUnreadable,
-                    "the response recorded for this key cannot be read back; the request was not processed again",
-                )
-                .into_response()
+                Problem::from(idem_http::Problem::replay_unreadable()).into_response()
             }
         },
         Err(e) => error_response(&e).into_response(),
     }
 }
 
-/// `Retry-After` for a request in flight, in seconds. The first request
-/// usually finishes long before its lease ends, and a retry then gets its
-/// recorded response, so the wait is short rather than the lease's remainder
-/// (which the engine's `Error::InFlight` still carries for other callers).
-const IN_FLIGHT_RETRY_AFTER_SECS: u64 = 1;
-
 /// The problem for an engine error.
 pub(crate) fn error_response(e: &Error) -> Problem {
-    match e {
-        Error::InFlight { .. } => Problem::new(
-            ProblemKind::InFlight,
-            "a request with this Idempotency-Key is still being processed; retry after the \
-             Retry-After delay to receive its response",
-        )
-        .retry_after(IN_FLIGHT_RETRY_AFTER_SECS),
-        Error::Mismatch => Problem::new(
-            ProblemKind::KeyReused,
-            "this Idempotency-Key was already used with a different request (method, path, query \
-             or body); use a new key for a new request",
-        ),
-        Error::Store(_) => Problem::new(
-            ProblemKind::StoreUnavailable,
-            "the idempotency store could not be reached, so the request was not processed; retry \
-             later with the same Idempotency-Key",
-        )
-        .retry_after(1),
-        Error::LeaseLost => Problem::new(
-            ProblemKind::LeaseLost,
-            "the request took longer than its claim and another attempt took it over; retry with \
-             the same Idempotency-Key to receive the recorded response",
-        )
-        .retry_after(1),
-        _ => Problem::new(
-            ProblemKind::ReplayUnreadable,
-            "the response for this key could not be recorded or read back",
-        ),
-    }
+    idem_http::Problem::for_error(e).into()
 }

@@ -18,9 +18,9 @@ use idem_core::{Call, Engine, Scope};
 use tower_service::Service;
 
 use crate::headers::{is_json, key_from_headers, key_missing};
-use crate::problem::{Problem, ProblemKind};
+use crate::problem::Problem;
 use crate::respond;
-use crate::settings::Settings;
+use idem_http::Settings;
 use idem_http::{add_body, request_fingerprint};
 
 /// How a request's scope is read from its head.
@@ -110,13 +110,7 @@ where
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
             return too_large(limit).into_response()
         }
-        Err(e) => {
-            return Problem::new(
-                ProblemKind::BodyUnreadable,
-                format!("the request body could not be read: {e}"),
-            )
-            .into_response()
-        }
+        Err(e) => return Problem::from(idem_http::Problem::body_unreadable(&e)).into_response(),
     };
 
     let route = parts
@@ -150,8 +144,5 @@ fn pass(result: Result<Response, Infallible>) -> Response {
 }
 
 fn too_large(limit: usize) -> Problem {
-    Problem::new(
-        ProblemKind::RequestTooLarge,
-        format!("the request body is larger than the {limit} bytes this endpoint accepts"),
-    )
+    idem_http::Problem::too_large(limit).into()
 }

@@ -7,14 +7,20 @@
 //! answers with. It works on plain strings, bytes and numbers, so that an
 //! adapter on any `http` crate version (or none) uses it as it is.
 
+mod detached;
 mod fingerprint;
 mod headers;
+mod problem;
 mod problem_kind;
 mod record;
 mod record_policy;
+mod settings;
 
+pub use detached::{spawn_on_tokio, Detached};
 pub use fingerprint::{add_body, request_fingerprint};
 pub use headers::{is_json, key_from_values, KeyHeaderError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+pub use problem::{not_recorded, Problem};
 pub use problem_kind::{problem_body, ProblemKind, PROBLEM_TYPE_PREFIX};
 pub use record::{decode, encode, RecordedResponse, Unreadable};
 pub use record_policy::RecordPolicy;
+pub use settings::Settings;

@@ -1,0 +1,80 @@
+//! `Detached`: a future driven in place that, if dropped before it is done,
+//! finishes on a task of its own instead of being cancelled.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Drives `F` in the caller's task (no task spawned on the common path); if
+/// the caller drops it before it completes (the server drops a connection's
+/// future when the client hangs up), the rest of `F` is handed to `spawn`
+/// and runs to its end, its output discarded.
+///
+/// This is how an adapter keeps a handler that already holds a claim from
+/// being cancelled half-way: a dropped future is an unknown outcome, and the
+/// only way to know it is to let it finish. Each adapter passes the spawn of
+/// its runtime (`tokio::spawn` for axum and tonic, `actix_web::rt::spawn`
+/// for actix-web's thread-local futures).
+pub struct Detached<F: Future + 'static> {
+    /// `None` once done, or after a poll that panicked (a future that
+    /// panicked must not be polled again).
+    future: Option<Pin<Box<F>>>,
+    spawn: fn(Pin<Box<F>>),
+}
+
+impl<F: Future + 'static> Detached<F> {
+    /// Drives `future`, handing it to `spawn` if dropped before it is done.
+    pub fn new(future: F, spawn: fn(Pin<Box<F>>)) -> Self {
+        Self {
+            future: Some(Box::pin(future)),
+            spawn,
+        }
+    }
+}
+
+impl<F: Future + 'static> Future for Detached<F> {
+    /// `None` if a previous poll panicked.
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Taken out while it is polled: if the poll panics, the future is
+        // dropped during the unwind and not handed on.
+        let Some(mut future) = self.future.take() else {
+            return Poll::Ready(None);
+        };
+        match future.as_mut().poll(cx) {
+            Poll::Ready(output) => Poll::Ready(Some(output)),
+            Poll::Pending => {
+                self.future = Some(future);
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<F: Future + 'static> Drop for Detached<F> {
+    fn drop(&mut self) {
+        if let Some(future) = self.future.take() {
+            (self.spawn)(future);
+        }
+    }
+}
+
+/// The `spawn` for `Send` futures on a tokio runtime (axum, tonic): the
+/// rest of the future runs on a task of its own. Outside a runtime it can
+/// only be dropped, and its claim is kept until the lease ends.
+pub fn spawn_on_tokio<F>(future: Pin<Box<F>>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            tracing::debug!(target: "idem", decision = "detached", "the caller went away; the idempotent part finishes on its own task");
+            drop(handle.spawn(future));
+        }
+        Err(_) => {
+            tracing::warn!(target: "idem", decision = "outcome_unknown", "the caller went away outside a tokio runtime; the operation is dropped mid-way and its claim kept until the lease ends");
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! `Problem`: an answer idem gives on its own, and the ones every adapter
+//! gives for the same events, worded once.
+
+use std::borrow::Cow;
+
+use idem_core::{Error, Outcome};
+
+use crate::headers::KeyHeaderError;
+use crate::problem_kind::{problem_body, ProblemKind};
+use crate::record::encode;
+
+/// `Retry-After` for a request in flight, in seconds. The first request
+/// usually finishes long before its lease ends, and a retry then gets its
+/// recorded response, so the wait is short rather than the lease's remainder
+/// (which the engine's `Error::InFlight` still carries for other callers).
+const IN_FLIGHT_RETRY_AFTER_SECS: u64 = 1;
+
+/// A problem answer (RFC 9457): its kind, a `detail` that says what to do,
+/// and a `Retry-After` where retrying makes sense. Adapters turn it into
+/// their framework's response: status [`ProblemKind::status`], content type
+/// `application/problem+json`, body [`Problem::body`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    kind: ProblemKind,
+    detail: Cow<'static, str>,
+    retry_after_secs: Option<u64>,
+}
+
+impl Problem {
+    /// A problem of `kind` with a `detail` that says what to do.
+    pub fn new(kind: ProblemKind, detail: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            kind,
+            detail: detail.into(),
+            retry_after_secs: None,
+        }
+    }
+
+    /// Adds a `Retry-After`, in whole seconds.
+    #[must_use]
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> ProblemKind {
+        self.kind
+    }
+
+    /// The detail.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
+    /// The `Retry-After` in seconds, if retrying makes sense.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after_secs
+    }
+
+    /// The HTTP status code.
+    pub fn status(&self) -> u16 {
+        self.kind.status()
+    }
+
+    /// The `application/problem+json` body.
+    pub fn body(&self) -> String {
+        problem_body(self.kind, &self.detail)
+    }
+
+    /// The answer for an engine error.
+    pub fn for_error(e: &Error) -> Self {
+        match e {
+            Error::InFlight { .. } => Problem::new(
+                ProblemKind::InFlight,
+                "a request with this Idempotency-Key is still being processed; retry after the \
+                 Retry-After delay to receive its response",
+            )
+            .retry_after(IN_FLIGHT_RETRY_AFTER_SECS),
+            Error::Mismatch => Problem::new(
+                ProblemKind::KeyReused,
+                "this Idempotency-Key was already used with a different request (method, path, \
+                 query or body); use a new key for a new request",
+            ),
+            Error::Store(_) => Problem::new(
+                ProblemKind::StoreUnavailable,
+                "the idempotency store could not be reached, so the request was not processed; \
+                 retry later with the same Idempotency-Key",
+            )
+            .retry_after(1),
+            Error::LeaseLost => Problem::new(
+                ProblemKind::LeaseLost,
+                "the request took longer than its claim and another attempt took it over; retry \
+                 with the same Idempotency-Key to receive the recorded response",
+            )
+            .retry_after(1),
+            _ => Problem::new(
+                ProblemKind::ReplayUnreadable,
+                "the response for this key could not be recorded or read back",
+            ),
+        }
+    }
+
+    /// A covered request came without the key.
+    pub fn key_missing() -> Self {
+        Problem::new(
+            ProblemKind::KeyMissing,
+            "this endpoint requires an Idempotency-Key header: send a unique value (a UUID, say) \
+             with each new request and the same value when retrying it",
+        )
+    }
+
+    /// The key header was refused.
+    pub fn key_malformed(e: &KeyHeaderError) -> Self {
+        Problem::new(ProblemKind::KeyMalformed, e.to_string())
+    }
+
+    /// The request body is over `limit` bytes.
+    pub fn too_large(limit: usize) -> Self {
+        Problem::new(
+            ProblemKind::RequestTooLarge,
+            format!("the request body is larger than the {limit} bytes this endpoint accepts"),
+        )
+    }
+
+    /// The request body failed while it was read.
+    pub fn body_unreadable(e: &dyn std::fmt::Display) -> Self {
+        Problem::new(
+            ProblemKind::BodyUnreadable,
+            format!("the request body could not be read: {e}"),
+        )
+    }
+
+    /// The handler panicked: its outcome is unknown and its claim kept.
+    pub fn handler_failed() -> Self {
+        Problem::new(
+            ProblemKind::HandlerFailed,
+            "the request failed while it was processed and may have taken effect; retrying with \
+             the same Idempotency-Key answers 409 until the claim's lease ends, then runs the \
+             request again",
+        )
+    }
+
+    /// A recorded response could not be decoded.
+    pub fn replay_unreadable() -> Self {
+        Problem::new(
+            ProblemKind::ReplayUnreadable,
+            "the response recorded for this key cannot be read back; the request was not \
+             processed again",
+        )
+    }
+}
+
+/// What a retry gets for a response that was served but could not be
+/// recorded (larger than `limit`, or its body failed): a recorded
+/// `response-not-recorded` problem, so the handler is never run again.
+pub fn not_recorded(limit: usize) -> Outcome {
+    let problem = Problem::new(
+        ProblemKind::ResponseNotRecorded,
+        format!(
+            "the request with this Idempotency-Key was processed, but its response (larger than \
+             the {limit} bytes this endpoint records, or cut off) could not be recorded; it was \
+             not processed again"
+        ),
+    );
+    encode(
+        problem.status(),
+        &[("content-type", b"application/problem+json")],
+        problem.body().as_bytes(),
+    )
+}
