@@ -5,6 +5,8 @@
 #[path = "payments/app.rs"]
 pub mod payments;
 
+pub mod setup;
+
 /// Serving a router with a header read timeout (used by the payments example).
 #[path = "payments/serve.rs"]
 pub mod serve;
@@ -13,3 +15,7 @@ pub mod serve;
 #[cfg(feature = "metrics")]
 #[path = "payments/metrics.rs"]
 pub mod metrics;
+
+/// The gRPC payments service (`cargo run --example grpc_payments`).
+#[path = "grpc_payments/service.rs"]
+pub mod grpc_payments;

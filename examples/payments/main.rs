@@ -25,63 +25,12 @@
 //!   before the connection is closed (default 10000).
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{Engine, MemoryStore, Policy, DEFAULT_LEASE};
-use idem_examples::payments::{router, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
+use idem_core::{Policy, DEFAULT_LEASE};
+use idem_examples::payments::{router, App};
 use idem_examples::serve::{serve, HEADER_READ_TIMEOUT};
-use idem_postgres::PgStore;
-use idem_redis::RedisStore;
-
-fn millis(var: &str, default: Duration) -> Result<Duration, String> {
-    match std::env::var(var) {
-        Err(_) => Ok(default),
-        Ok(v) => v
-            .parse::<u64>()
-            .map(Duration::from_millis)
-            .map_err(|e| format!("{var} must be a whole number of milliseconds: {e}")),
-    }
-}
-
-async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
-    // Records and balances both live in Redis, so instances behind a balancer
-    // share them.
-    let store = RedisStore::connect(url)
-        .await
-        .map_err(|e| format!("REDIS_URL: {e}"))?;
-    let ledger = RedisLedger::connect(url, "payments:balance:")
-        .await
-        .map_err(|e| format!("REDIS_URL: cannot open the ledger: {:?}", e.kind()))?;
-    Ok((
-        Engine::new(store.with_prefix("payments:idem:")),
-        Arc::new(ledger),
-    ))
-}
-
-async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
-    let schema = std::env::var("PG_SCHEMA").unwrap_or_else(|_| "payments".into());
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(16)
-        .acquire_timeout(Duration::from_secs(2))
-        .connect(url)
-        .await
-        .map_err(|e| format!("DATABASE_URL: cannot connect: {e}"))?;
-    let store = PgStore::new(pool)
-        .with_schema(&schema)
-        .map_err(|e| format!("PG_SCHEMA: {e}"))?;
-    store
-        .migrate()
-        .await
-        .map_err(|e| format!("migration failed: {e}"))?;
-    let ledger = PgLedger::new(store.clone());
-    ledger
-        .migrate()
-        .await
-        .map_err(|e| format!("ledger migration failed: {e}"))?;
-    store.spawn_purger(Duration::from_secs(60), 1000);
-    Ok((Engine::new(store), Arc::new(ledger)))
-}
+use idem_examples::setup::{from_env, millis};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -105,19 +54,7 @@ async fn run() -> Result<(), String> {
     let debit_delay = millis("DEBIT_DELAY_MS", Duration::ZERO)?;
     let lease = millis("LEASE_MS", DEFAULT_LEASE)?;
     let header_timeout = millis("HEADER_TIMEOUT_MS", HEADER_READ_TIMEOUT)?;
-    let (store_name, (engine, ledger)) =
-        match (std::env::var("REDIS_URL"), std::env::var("DATABASE_URL")) {
-            (Ok(_), Ok(_)) => return Err("set REDIS_URL or DATABASE_URL, not both".into()),
-            (Ok(url), Err(_)) => ("redis", redis(&url).await?),
-            (Err(_), Ok(url)) => ("postgres", postgres(&url).await?),
-            (Err(_), Err(_)) => (
-                "memory",
-                (
-                    Engine::new(MemoryStore::new()),
-                    Arc::new(MemoryLedger::default()) as Arc<dyn Ledger>,
-                ),
-            ),
-        };
+    let (store_name, engine, ledger) = from_env().await?;
     let app = App {
         engine: engine.with_policy(Policy::default().lease(lease)),
         ledger,

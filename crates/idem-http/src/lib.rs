@@ -21,6 +21,6 @@ pub use fingerprint::{add_body, request_fingerprint};
 pub use headers::{is_json, key_from_values, KeyHeaderError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use problem::{not_recorded, Problem};
 pub use problem_kind::{problem_body, ProblemKind, PROBLEM_TYPE_PREFIX};
-pub use record::{decode, encode, RecordedResponse, Unreadable};
+pub use record::{decode, encode, encode_with_trailers, RecordedResponse, Unreadable};
 pub use record_policy::RecordPolicy;
 pub use settings::Settings;

@@ -141,6 +141,19 @@ impl Problem {
         )
     }
 
+    /// The request was processed, but its response (over `limit` bytes, or
+    /// cut off) could not be recorded: what its retries get.
+    pub fn not_recorded(limit: usize) -> Self {
+        Problem::new(
+            ProblemKind::ResponseNotRecorded,
+            format!(
+                "the request with this Idempotency-Key was processed, but its response (larger \
+                 than the {limit} bytes this endpoint records, or cut off) could not be \
+                 recorded; it was not processed again"
+            ),
+        )
+    }
+
     /// A recorded response could not be decoded.
     pub fn replay_unreadable() -> Self {
         Problem::new(
@@ -155,14 +168,7 @@ impl Problem {
 /// recorded (larger than `limit`, or its body failed): a recorded
 /// `response-not-recorded` problem, so the handler is never run again.
 pub fn not_recorded(limit: usize) -> Outcome {
-    let problem = Problem::new(
-        ProblemKind::ResponseNotRecorded,
-        format!(
-            "the request with this Idempotency-Key was processed, but its response (larger than \
-             the {limit} bytes this endpoint records, or cut off) could not be recorded; it was \
-             not processed again"
-        ),
-    );
+    let problem = Problem::not_recorded(limit);
     encode(
         problem.status(),
         &[("content-type", b"application/problem+json")],

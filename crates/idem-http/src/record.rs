@@ -26,6 +26,18 @@ const NOT_RECORDED: [&str; 9] = [
 /// that completes its record inside its own database transaction encodes
 /// the response it returns with this, so that retries replay it.
 pub fn encode(status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Outcome {
+    encode_with_trailers(status, headers, body, &[])
+}
+
+/// [`encode`], with the trailers that followed the body (gRPC's
+/// `grpc-status` and trailing metadata), every value, in order. Without
+/// trailers the record is exactly [`encode`]'s.
+pub fn encode_with_trailers(
+    status: u16,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+    trailers: &[(&str, &[u8])],
+) -> Outcome {
     let named_in_connection: Vec<&str> = headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
@@ -33,7 +45,7 @@ pub fn encode(status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Outcome {
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .collect();
-    let kept: Vec<&(&str, &[u8])> = headers
+    let kept: Vec<(&str, &[u8])> = headers
         .iter()
         .filter(|(n, _)| {
             !NOT_RECORDED.iter().any(|h| n.eq_ignore_ascii_case(h))
@@ -41,21 +53,34 @@ pub fn encode(status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Outcome {
                     .iter()
                     .any(|h| n.eq_ignore_ascii_case(h))
         })
+        .copied()
         .collect();
-    let size = 4
-        + 2
-        + 4
-        + kept
+    let fields_size = |fields: &[(&str, &[u8])]| {
+        4 + fields
             .iter()
             .map(|(n, v)| 2 + n.len() + 4 + v.len())
             .sum::<usize>()
-        + 8
-        + body.len();
+    };
+    let size = 4 + 2 + fields_size(&kept) + 8 + body.len() + fields_size(trailers);
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&status.to_be_bytes());
-    out.extend_from_slice(&u32::try_from(kept.len()).unwrap_or(u32::MAX).to_be_bytes());
-    for &&(name, value) in &kept {
+    put_fields(&mut out, &kept);
+    out.extend_from_slice(&(body.len() as u64).to_be_bytes());
+    out.extend_from_slice(body);
+    if !trailers.is_empty() {
+        put_fields(&mut out, trailers);
+    }
+    Outcome::new(out)
+}
+
+fn put_fields(out: &mut Vec<u8>, fields: &[(&str, &[u8])]) {
+    out.extend_from_slice(
+        &u32::try_from(fields.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    for &(name, value) in fields {
         let name = name.as_bytes();
         // Header names are short and values are bounded by the server's
         // header limits, far below these widths.
@@ -64,9 +89,6 @@ pub fn encode(status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Outcome {
         out.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_be_bytes());
         out.extend_from_slice(value);
     }
-    out.extend_from_slice(&(body.len() as u64).to_be_bytes());
-    out.extend_from_slice(body);
-    Outcome::new(out)
 }
 
 /// A recorded response, read back.
@@ -78,6 +100,8 @@ pub struct RecordedResponse {
     pub headers: Vec<(String, Vec<u8>)>,
     /// The body.
     pub body: Vec<u8>,
+    /// The trailers, every value, in order (empty for most HTTP responses).
+    pub trailers: Vec<(String, Vec<u8>)>,
 }
 
 /// Why a record could not be read back: the part that was wrong.
@@ -104,6 +128,22 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// A count, then that many (name, value) fields.
+    fn fields(&mut self) -> Result<Vec<(String, Vec<u8>)>, Unreadable> {
+        let count = u32::from_be_bytes(self.array("field count")?);
+        let mut fields = Vec::new();
+        for _ in 0..count {
+            let n = usize::from(u16::from_be_bytes(self.array("field name length")?));
+            let name = std::str::from_utf8(self.take(n, "field name")?)
+                .map_err(|_| Unreadable("field name"))?
+                .to_owned();
+            let n = usize::try_from(u32::from_be_bytes(self.array("field value length")?))
+                .map_err(|_| Unreadable("field value length"))?;
+            fields.push((name, self.take(n, "field value")?.to_vec()));
+        }
+        Ok(fields)
+    }
+
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], Unreadable> {
         let mut a = [0; N];
         a.copy_from_slice(self.take(N, what)?);
@@ -121,20 +161,15 @@ pub fn decode(outcome: &Outcome) -> Result<RecordedResponse, Unreadable> {
     if !(100..=999).contains(&status) {
         return Err(Unreadable("status"));
     }
-    let count = u32::from_be_bytes(r.array("header count")?);
-    let mut headers = Vec::new();
-    for _ in 0..count {
-        let n = usize::from(u16::from_be_bytes(r.array("header name length")?));
-        let name = std::str::from_utf8(r.take(n, "header name")?)
-            .map_err(|_| Unreadable("header name"))?
-            .to_owned();
-        let n = usize::try_from(u32::from_be_bytes(r.array("header value length")?))
-            .map_err(|_| Unreadable("header value length"))?;
-        headers.push((name, r.take(n, "header value")?.to_vec()));
-    }
+    let headers = r.fields()?;
     let n = usize::try_from(u64::from_be_bytes(r.array("body length")?))
         .map_err(|_| Unreadable("body length"))?;
     let body = r.take(n, "body")?.to_vec();
+    let trailers = if r.0.is_empty() {
+        Vec::new()
+    } else {
+        r.fields()?
+    };
     if !r.0.is_empty() {
         return Err(Unreadable("trailing bytes"));
     }
@@ -142,6 +177,7 @@ pub fn decode(outcome: &Outcome) -> Result<RecordedResponse, Unreadable> {
         status,
         headers,
         body,
+        trailers,
     })
 }
 
@@ -172,6 +208,34 @@ mod tests {
             ]
         );
         assert_eq!(back.body, body);
+    }
+
+    #[test]
+    fn trailers_round_trip_and_records_without_them_are_unchanged() {
+        let headers: Vec<(&str, &[u8])> = vec![("content-type", b"application/grpc")];
+        let trailers: Vec<(&str, &[u8])> =
+            vec![("grpc-status", b"0"), ("x-a", b"1"), ("x-a", b"2")];
+        let back = decode(&encode_with_trailers(
+            200,
+            &headers,
+            b"\0\0\0\0\x01z",
+            &trailers,
+        ))
+        .expect("decodes");
+        assert_eq!(back.body, b"\0\0\0\0\x01z");
+        assert_eq!(
+            back.trailers,
+            vec![
+                ("grpc-status".to_owned(), b"0".to_vec()),
+                ("x-a".to_owned(), b"1".to_vec()),
+                ("x-a".to_owned(), b"2".to_vec()),
+            ]
+        );
+        assert_eq!(
+            encode_with_trailers(200, &headers, b"x", &[]).as_bytes(),
+            encode(200, &headers, b"x").as_bytes(),
+            "records made before trailers existed read the same"
+        );
     }
 
     #[test]

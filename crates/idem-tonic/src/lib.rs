@@ -1,0 +1,75 @@
+//! # idem-tonic
+//!
+//! The gRPC adapter of idem for tonic servers: [`IdempotencyLayer`], a tower
+//! layer that runs each covered unary method at most once per idempotency
+//! key and answers retries with the recorded outcome.
+//!
+//! - **The key** comes from request metadata, `idempotency-key` by default
+//!   ([`IdempotencyLayer::key_metadata`]); the same rules as HTTP (1 to 255
+//!   visible ASCII characters, sent once).
+//! - **The fingerprint** is the full method name and the request message as
+//!   encoded. Protobuf encoders (prost, protobuf-go, protobuf-java, ...)
+//!   write a message's known fields in field-number order and leave fields
+//!   at their default value out, so a retry of the same message gives the
+//!   same bytes. What differs is a different request: unknown fields (from
+//!   a newer schema) count, and a client that writes fields out of order or
+//!   writes default values explicitly, both legal in protobuf, gets
+//!   `FAILED_PRECONDITION` if it changes encoder between retries. A
+//!   compressed message is compared as compressed, with its
+//!   `grpc-encoding`.
+//! - **The recorded outcome** is the response's metadata, its message frame
+//!   and its trailers (the final status and trailing metadata), replayed
+//!   byte for byte with `idempotent-replayed: true` metadata; or a
+//!   trailers-only status.
+//! - **Streaming methods** pass through untouched: the layer covers only
+//!   the methods named with [`IdempotencyLayer::method`], which should be
+//!   unary. A call to a covered method that sends other than exactly one
+//!   message gets `INVALID_ARGUMENT`.
+//! - **A client that gives up** (its deadline passes, or it cancels) does not
+//!   cancel a method that holds a claim: the method finishes on a task of
+//!   its own and its outcome is recorded, so the retry gets it (after
+//!   `ABORTED` while it still runs). Releasing the claim instead would let
+//!   the retry run the method a second time after it may have taken effect.
+//! - **The claim** is in the request's extensions
+//!   (`request.extensions().get::<idem_core::Claim>()`), for the fencing
+//!   token.
+//!
+//! What idem answers on its own, each with `idem-problem` metadata naming
+//! the rule (the slug of the HTTP adapters' problem `type`):
+//!
+//! | event | code | `idem-problem` | retry info |
+//! | --- | --- | --- | --- |
+//! | no key / a malformed key | `INVALID_ARGUMENT` | `key-missing` / `key-malformed` | |
+//! | not exactly one request message | `INVALID_ARGUMENT` | `bad-request` | |
+//! | request over the limit | `RESOURCE_EXHAUSTED` | `request-too-large` | |
+//! | a call with this key still runs | `ABORTED` | `request-in-flight` | 1 s |
+//! | the key was used with another request | `FAILED_PRECONDITION` | `key-reused` | |
+//! | the store cannot be reached | `UNAVAILABLE` | `store-unavailable` | 1 s |
+//! | the claim was lost before recording | `ABORTED` | `lease-lost` | 1 s |
+//! | the method panicked | `INTERNAL` | `handler-failed` | |
+//! | the response could not be recorded (retries) | `INTERNAL` | `response-not-recorded` | |
+//! | a record cannot be read back | `INTERNAL` | `replay-unreadable` | |
+//!
+//! Retry info is a `google.rpc.RetryInfo` in the status details
+//! (`grpc-status-details-bin`, read by [`retry_delay`]) and, for clients
+//! that do not decode details, `retry-after` metadata in seconds.
+//!
+//! Which final statuses are recorded: see [`RecordCodes`]. By default the
+//! transient codes ([`TRANSIENT_CODES`]: `UNAVAILABLE`, `DEADLINE_EXCEEDED`,
+//! `INTERNAL`, ...) release the claim, so that a retry runs the method again;
+//! every other status, `OK` included, is recorded.
+
+mod answer;
+mod frames;
+mod layer;
+mod record;
+mod record_codes;
+mod retry_info;
+mod service;
+
+pub use answer::{code, IDEM_PROBLEM};
+pub use idem_http::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+pub use layer::IdempotencyLayer;
+pub use record_codes::{RecordCodes, TRANSIENT_CODES};
+pub use retry_info::retry_delay;
+pub use service::IdempotencyService;

@@ -1,0 +1,84 @@
+//! What the payments examples (HTTP and gRPC) share to start: reading their
+//! environment, and opening the store and ledger it names.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::{Engine, MemoryStore};
+use idem_postgres::PgStore;
+use idem_redis::RedisStore;
+
+use crate::payments::{Ledger, MemoryLedger, PgLedger, RedisLedger};
+
+/// A duration in milliseconds from the environment variable `var`, or
+/// `default` if it is not set.
+pub fn millis(var: &str, default: Duration) -> Result<Duration, String> {
+    match std::env::var(var) {
+        Err(_) => Ok(default),
+        Ok(v) => v
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|e| format!("{var} must be a whole number of milliseconds: {e}")),
+    }
+}
+
+/// Records and balances in Redis at `url`.
+pub async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
+    // Records and balances both live in Redis, so instances behind a balancer
+    // share them.
+    let store = RedisStore::connect(url)
+        .await
+        .map_err(|e| format!("REDIS_URL: {e}"))?;
+    let ledger = RedisLedger::connect(url, "payments:balance:")
+        .await
+        .map_err(|e| format!("REDIS_URL: cannot open the ledger: {:?}", e.kind()))?;
+    Ok((
+        Engine::new(store.with_prefix("payments:idem:")),
+        Arc::new(ledger),
+    ))
+}
+
+/// Records and balances in PostgreSQL at `url` (schema `PG_SCHEMA`,
+/// default `payments`), migrated.
+pub async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
+    let schema = std::env::var("PG_SCHEMA").unwrap_or_else(|_| "payments".into());
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(url)
+        .await
+        .map_err(|e| format!("DATABASE_URL: cannot connect: {e}"))?;
+    let store = PgStore::new(pool)
+        .with_schema(&schema)
+        .map_err(|e| format!("PG_SCHEMA: {e}"))?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| format!("migration failed: {e}"))?;
+    let ledger = PgLedger::new(store.clone());
+    ledger
+        .migrate()
+        .await
+        .map_err(|e| format!("ledger migration failed: {e}"))?;
+    store.spawn_purger(Duration::from_secs(60), 1000);
+    Ok((Engine::new(store), Arc::new(ledger)))
+}
+
+/// The store and ledger the environment names: `REDIS_URL`, `DATABASE_URL`,
+/// or neither (both in memory); returns the store's name with them.
+pub async fn from_env() -> Result<(&'static str, Engine, Arc<dyn Ledger>), String> {
+    let (name, (engine, ledger)) = match (std::env::var("REDIS_URL"), std::env::var("DATABASE_URL"))
+    {
+        (Ok(_), Ok(_)) => return Err("set REDIS_URL or DATABASE_URL, not both".into()),
+        (Ok(url), Err(_)) => ("redis", redis(&url).await?),
+        (Err(_), Ok(url)) => ("postgres", postgres(&url).await?),
+        (Err(_), Err(_)) => (
+            "memory",
+            (
+                Engine::new(MemoryStore::new()),
+                Arc::new(MemoryLedger::default()) as Arc<dyn Ledger>,
+            ),
+        ),
+    };
+    Ok((name, engine, ledger))
+}

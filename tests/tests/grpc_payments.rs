@@ -1,0 +1,356 @@
+//! The gRPC payments service (`examples/grpc_payments`) over a real socket:
+//! `idem_tonic::IdempotencyLayer` in front of the same ledger as the HTTP
+//! example, on memory, Redis and PostgreSQL.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::{Engine, MemoryStore, Policy, Store};
+use idem_examples::grpc_payments::ledger_client::LedgerClient;
+use idem_examples::grpc_payments::{serve, BalanceRequest, DebitRequest, Payments, Receipt};
+use idem_examples::payments::{Ledger, LedgerError, MemoryLedger, PgLedger, RedisLedger};
+use idem_tests::{pg_store, redis_url, unique_prefix, DownStore};
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+
+/// Serves the payments service over `store` and `ledger`; returns a client.
+async fn start(
+    store: impl Store,
+    ledger: Arc<dyn Ledger>,
+    debit_delay: Duration,
+) -> LedgerClient<Channel> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let engine = Engine::new(store).with_policy(Policy::default().lease(Duration::from_secs(5)));
+    tokio::spawn(serve(
+        listener,
+        engine,
+        Payments {
+            ledger,
+            debit_delay,
+        },
+    ));
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("address")
+        .connect()
+        .await
+        .expect("connect");
+    LedgerClient::new(channel)
+}
+
+async fn on_memory(debit_delay: Duration) -> LedgerClient<Channel> {
+    start(
+        MemoryStore::new(),
+        Arc::new(MemoryLedger::default()),
+        debit_delay,
+    )
+    .await
+}
+
+fn debit(account: &str, amount: u64, key: Option<&str>) -> Request<DebitRequest> {
+    let mut request = Request::new(DebitRequest {
+        account: account.to_owned(),
+        amount,
+    });
+    if let Some(key) = key {
+        request
+            .metadata_mut()
+            .insert("idempotency-key", key.parse().expect("metadata value"));
+    }
+    request
+}
+
+async fn balance(client: &mut LedgerClient<Channel>, account: &str) -> u64 {
+    client
+        .get_balance(BalanceRequest {
+            account: account.to_owned(),
+        })
+        .await
+        .expect("balance")
+        .into_inner()
+        .balance
+}
+
+fn problem(status: &Status) -> &str {
+    status
+        .metadata()
+        .get("idem-problem")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+fn replayed<T>(response: &tonic::Response<T>) -> bool {
+    response.metadata().get("idempotent-replayed").is_some()
+}
+
+/// The metadata of a response, without the per-connection ones and the
+/// replay marker.
+fn metadata<T>(response: &tonic::Response<T>) -> Vec<(String, Vec<u8>)> {
+    let mut headers: Vec<_> = response
+        .metadata()
+        .clone()
+        .into_headers()
+        .iter()
+        .filter(|(n, _)| *n != "date" && *n != "idempotent-replayed")
+        .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    headers.sort();
+    headers
+}
+
+/// Retries `request` while its first attempt still runs (`ABORTED`).
+async fn retry_until_final(
+    client: &mut LedgerClient<Channel>,
+    account: &str,
+    amount: u64,
+    key: &str,
+) -> Result<tonic::Response<Receipt>, Status> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match client.debit(debit(account, amount, Some(key))).await {
+            Err(s) if s.code() == Code::Aborted && tokio::time::Instant::now() < deadline => {
+                assert_eq!(problem(&s), "request-in-flight");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_a_lost_answer_gets_the_same_receipt_and_one_debit() {
+    let mut client = on_memory(Duration::ZERO).await;
+    let first = client
+        .debit(debit("alice", 1000, Some("debit-1")))
+        .await
+        .expect("debit");
+    assert!(!replayed(&first));
+    for _ in 0..3 {
+        let again = client
+            .debit(debit("alice", 1000, Some("debit-1")))
+            .await
+            .expect("replay");
+        assert!(replayed(&again), "marked as a replay");
+        assert_eq!(metadata(&again), metadata(&first), "the same metadata");
+        assert_eq!(again.get_ref(), first.get_ref(), "the same receipt");
+    }
+    assert_eq!(first.get_ref().balance, 9000);
+    assert_eq!(balance(&mut client, "alice").await, 9000, "debited once");
+}
+
+async fn thirty_two_concurrent_duplicates_debit_once(client: LedgerClient<Channel>) {
+    let calls = (0..32).map(|_| {
+        let mut client = client.clone();
+        tokio::spawn(async move { client.debit(debit("bob", 700, Some("dup-32"))).await })
+    });
+    let answers: Vec<_> = futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.expect("call task"))
+        .collect();
+    let receipts: Vec<&Receipt> = answers
+        .iter()
+        .filter_map(|a| a.as_ref().ok())
+        .map(tonic::Response::get_ref)
+        .collect();
+    for answer in &answers {
+        if let Err(s) = answer {
+            assert_eq!(s.code(), Code::Aborted, "{s:?}");
+            assert_eq!(problem(s), "request-in-flight");
+            assert!(idem_tonic::retry_delay(s).is_some(), "with retry info");
+        }
+    }
+    let mut client = client.clone();
+    let last = retry_until_final(&mut client, "bob", 700, "dup-32")
+        .await
+        .expect("final answer");
+    for receipt in receipts {
+        assert_eq!(receipt, last.get_ref(), "every receipt is the one debit's");
+    }
+    assert_eq!(balance(&mut client, "bob").await, 9300, "debited once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_duplicates_debit_once_on_memory() {
+    thirty_two_concurrent_duplicates_debit_once(on_memory(Duration::from_millis(200)).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_duplicates_debit_once_on_redis() {
+    let prefix = unique_prefix("grpc");
+    let store = idem_redis::RedisStore::connect(&redis_url())
+        .await
+        .expect("redis")
+        .with_prefix(&format!("{prefix}idem:"));
+    let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
+        .await
+        .expect("redis ledger");
+    let client = start(store, Arc::new(ledger), Duration::from_millis(200)).await;
+    thirty_two_concurrent_duplicates_debit_once(client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_duplicates_debit_once_on_postgres() {
+    let store = pg_store().await;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger migration");
+    let client = start(store, Arc::new(ledger), Duration::from_millis(200)).await;
+    thirty_two_concurrent_duplicates_debit_once(client).await;
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_amount_is_refused_and_debits_nothing_more() {
+    let mut client = on_memory(Duration::ZERO).await;
+    client
+        .debit(debit("carol", 1000, Some("reuse-1")))
+        .await
+        .expect("debit");
+    let refused = client
+        .debit(debit("carol", 5000, Some("reuse-1")))
+        .await
+        .expect_err("another request under the key");
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert_eq!(problem(&refused), "key-reused");
+    assert!(
+        !refused.message().contains("dbt_"),
+        "nothing of the first answer: {}",
+        refused.message()
+    );
+    // The key is scoped by the account: on another account it is a new debit.
+    let other = client
+        .debit(debit("dave", 1000, Some("reuse-1")))
+        .await
+        .expect("another account");
+    assert!(!replayed(&other));
+    assert_eq!(balance(&mut client, "carol").await, 9000);
+}
+
+#[tokio::test]
+async fn a_debit_without_a_valid_key_is_invalid_argument_and_debits_nothing() {
+    let mut client = on_memory(Duration::ZERO).await;
+    let missing = client
+        .debit(debit("erin", 1000, None))
+        .await
+        .expect_err("no key");
+    assert_eq!(missing.code(), Code::InvalidArgument);
+    assert_eq!(problem(&missing), "key-missing");
+    assert!(
+        missing.message().contains("idempotency-key"),
+        "{}",
+        missing.message()
+    );
+    let long = "k".repeat(256);
+    let malformed = client
+        .debit(debit("erin", 1000, Some(&long)))
+        .await
+        .expect_err("a 256-character key");
+    assert_eq!(malformed.code(), Code::InvalidArgument);
+    assert_eq!(problem(&malformed), "key-malformed");
+    assert_eq!(balance(&mut client, "erin").await, 10_000);
+}
+
+#[tokio::test]
+async fn store_down_is_unavailable_with_retry_info_and_debits_nothing() {
+    let ledger = Arc::new(MemoryLedger::default());
+    let mut client = start(DownStore, ledger.clone(), Duration::ZERO).await;
+    let down = client
+        .debit(debit("frank", 1000, Some("down-1")))
+        .await
+        .expect_err("store down");
+    assert_eq!(down.code(), Code::Unavailable);
+    assert_eq!(problem(&down), "store-unavailable");
+    assert_eq!(idem_tonic::retry_delay(&down), Some(Duration::from_secs(1)));
+    assert!(
+        !down.message().contains("refused"),
+        "internals stay in the logs"
+    );
+    assert_eq!(
+        ledger.balance("frank").await.expect("balance"),
+        10_000,
+        "fail closed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_deadline_passes_mid_debit_retries_and_is_debited_once() {
+    let mut client = on_memory(Duration::from_millis(800)).await;
+    let mut first = debit("grace", 1000, Some("deadline-1"));
+    first.set_timeout(Duration::from_millis(200));
+    let cancelled = client.debit(first).await.expect_err("deadline");
+    // tonic's client reports its own timeout as CANCELLED, a server-side
+    // deadline as DEADLINE_EXCEEDED: whichever fires first.
+    assert!(
+        matches!(cancelled.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{cancelled:?}"
+    );
+    // The debit was not cancelled with the call: the retry waits for it
+    // (ABORTED, in flight) and then gets its receipt, not a second debit.
+    let receipt = retry_until_final(&mut client, "grace", 1000, "deadline-1")
+        .await
+        .expect("the first debit's receipt");
+    assert!(replayed(&receipt));
+    assert_eq!(receipt.get_ref().balance, 9000);
+    assert_eq!(balance(&mut client, "grace").await, 9000, "debited once");
+}
+
+#[tokio::test]
+async fn insufficient_funds_is_recorded_and_replayed() {
+    let mut client = on_memory(Duration::ZERO).await;
+    let first = client
+        .debit(debit("heidi", 20_000, Some("big-1")))
+        .await
+        .expect_err("insufficient funds");
+    assert_eq!(first.code(), Code::FailedPrecondition);
+    let again = client
+        .debit(debit("heidi", 20_000, Some("big-1")))
+        .await
+        .expect_err("replayed");
+    assert_eq!(again.code(), Code::FailedPrecondition);
+    assert_eq!(again.message(), first.message());
+    assert!(again.metadata().get("idempotent-replayed").is_some());
+}
+
+/// A ledger whose first debit fails as an unreachable database would.
+#[derive(Default)]
+struct FailsOnce {
+    inner: MemoryLedger,
+    debits: AtomicUsize,
+}
+
+#[idem_core::async_trait]
+impl Ledger for FailsOnce {
+    async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
+        self.inner.balance(account).await
+    }
+    async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
+        if self.debits.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(LedgerError::Unavailable("connection refused".into()));
+        }
+        self.inner.debit(account, amount).await
+    }
+}
+
+#[tokio::test]
+async fn a_ledger_failure_is_not_recorded_so_the_retry_debits() {
+    let mut client = start(
+        MemoryStore::new(),
+        Arc::new(FailsOnce::default()),
+        Duration::ZERO,
+    )
+    .await;
+    let failed = client
+        .debit(debit("ivan", 1000, Some("flaky-1")))
+        .await
+        .expect_err("ledger down");
+    assert_eq!(failed.code(), Code::Unavailable);
+    assert_eq!(problem(&failed), "", "the ledger's status, not idem's");
+    let retried = client
+        .debit(debit("ivan", 1000, Some("flaky-1")))
+        .await
+        .expect("the retry runs again");
+    assert!(!replayed(&retried));
+    assert_eq!(balance(&mut client, "ivan").await, 9000);
+}
