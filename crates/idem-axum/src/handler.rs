@@ -2,7 +2,6 @@
 //! extracts first and runs the handler through. Not a public API.
 
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::future::Future;
 
 use axum::extract::{FromRef, FromRequestParts};
@@ -11,7 +10,7 @@ use http::request::Parts;
 use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey};
 
 use crate::headers::{is_json, key_from_headers, key_missing};
-use crate::problem::{Problem, ProblemKind};
+use crate::problem::Problem;
 use crate::request_head::RequestHead;
 
 /// What the attribute's generated handler extracts before the user's
@@ -155,36 +154,8 @@ impl HandlerRequest {
         &self,
         value: &T,
     ) -> Result<IdempotencyKey, Problem> {
-        value.key_value().map_err(|e| {
-            Problem::new(
-                ProblemKind::KeyMalformed,
-                format!("the request's idempotency key (taken from the request by this endpoint) is not valid: {e}"),
-            )
-        })
+        value
+            .key_value()
+            .map_err(|e| idem_http::Problem::key_invalid(&e).into())
     }
-}
-
-tokio::task_local! {
-    /// The claim of the running handler, for its `claim = ...` binding.
-    static CLAIM: Cell<Option<Claim>>;
-}
-
-/// Runs the user's function (`inner`) with `claim` for its `claim = ...`
-/// binding, so that the function keeps the signature the user wrote.
-pub async fn with_claim<F: Future>(claim: Claim, inner: F) -> F::Output {
-    CLAIM.scope(Cell::new(Some(claim)), inner).await
-}
-
-/// The claim [`with_claim`] holds, taken once by the user's function.
-///
-/// # Panics
-///
-/// Outside [`with_claim`], or a second time: only the generated code calls
-/// it, once, first thing in the function it runs there.
-pub fn take_claim() -> Claim {
-    CLAIM
-        .try_with(Cell::take)
-        .ok()
-        .flatten()
-        .expect("`#[idempotent]` runs the handler with its claim")
 }

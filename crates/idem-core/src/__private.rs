@@ -165,3 +165,28 @@ impl<T: AsEngine + ?Sized> AsEngine for &T {
         (**self).as_engine()
     }
 }
+
+tokio::task_local! {
+    /// The claim of the running handler, for its `claim = ...` binding.
+    static CLAIM: std::cell::Cell<Option<crate::Claim>>;
+}
+
+/// Runs the user's function (`inner`) with `claim` for its `claim = ...`
+/// binding, so that the function keeps the signature the user wrote.
+pub async fn with_claim<F: std::future::Future>(claim: crate::Claim, inner: F) -> F::Output {
+    CLAIM.scope(std::cell::Cell::new(Some(claim)), inner).await
+}
+
+/// The claim [`with_claim`] holds, taken once by the user's function.
+///
+/// # Panics
+///
+/// Outside [`with_claim`], or a second time: only the generated code calls
+/// it, once, first thing in the function it runs there.
+pub fn take_claim() -> crate::Claim {
+    CLAIM
+        .try_with(std::cell::Cell::take)
+        .ok()
+        .flatten()
+        .expect("`#[idempotent]` runs the handler with its claim")
+}

@@ -115,6 +115,18 @@ impl Problem {
         Problem::new(ProblemKind::KeyMalformed, e.to_string())
     }
 
+    /// The key an endpoint takes from the request itself (not the header)
+    /// is not a valid key.
+    pub fn key_invalid(e: &dyn std::fmt::Display) -> Self {
+        Problem::new(
+            ProblemKind::KeyMalformed,
+            format!(
+                "the request's idempotency key (taken from the request by this endpoint) is not \
+                 valid: {e}"
+            ),
+        )
+    }
+
     /// The request body is over `limit` bytes.
     pub fn too_large(limit: usize) -> Self {
         Problem::new(

@@ -8,7 +8,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::{self, VisitMut};
 use syn::{parse_quote, Attribute, FnArg, Ident, ItemFn, Pat, ReturnType};
 
-use crate::plan::{AxumMode, Mode, OnConflict, PlainMode, Plan};
+use crate::plan::{HandlerMode, Mode, OnConflict, Origin, PlainMode, Plan};
 
 fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -87,7 +87,7 @@ fn common(plan: &Plan) -> Common {
 pub(crate) fn expand(plan: Plan, item: ItemFn) -> TokenStream {
     let c = common(&plan);
     match plan.mode {
-        Mode::Axum(axum) => expand_axum(&c, &axum, item),
+        Mode::Handler(handler) => expand_handler(&c, &handler, item),
         Mode::Plain(parts) => expand_plain(&c, *parts, item),
     }
 }
@@ -134,10 +134,15 @@ fn by_reference(pat: &Pat) -> Pat {
     pat
 }
 
-/// The handler that axum routes, around the user's function.
+/// The handler that the framework routes, around the user's function.
 struct Handler {
-    /// Its signature: the context first, then the user's extractors renamed.
+    /// Its signature: the context first, then (axum) the user's extractors
+    /// renamed.
     signature: syn::Signature,
+    /// actix-web: each of the user's extractors extracted from the context,
+    /// which holds the whole request (actix-web's extractors take the body
+    /// when they are made, so the context could not read it first).
+    extracts: Vec<TokenStream>,
     /// The renamed extractors, in order.
     args: Vec<Ident>,
     /// Each fingerprinted extractor added to the fingerprint.
@@ -146,26 +151,41 @@ struct Handler {
     bindings: Vec<TokenStream>,
 }
 
-fn handler(sig: &syn::Signature, axum: &AxumMode, runtime: &TokenStream) -> Handler {
+fn handler(sig: &syn::Signature, axum: &HandlerMode, runtime: &TokenStream) -> Handler {
     let p = runtime;
     let mut outer = sig.clone();
     // Generic over the router state, which must hold an engine: a router
     // without one is told so where it routes the handler. In argument
     // position, so that a generic handler's turbofish stays the user's.
     outer.inputs = Punctuated::new();
-    outer.inputs.push(parse_quote!(
-        __idem_ctx: #runtime::HandlerContext<impl #runtime::EngineInState>
-    ));
+    outer.inputs.push(match axum.origin {
+        // actix-web's app data is not typed: the engine is looked up there.
+        Origin::Actix => parse_quote!(__idem_ctx: #runtime::HandlerContext),
+        Origin::Axum | Origin::Core => parse_quote!(
+            __idem_ctx: #runtime::HandlerContext<impl #runtime::EngineInState>
+        ),
+    });
     outer.output = parse_quote!(-> #runtime::Response);
     let mut args = Vec::new();
+    let mut extracts = Vec::new();
     let mut adds = Vec::new();
     let mut bindings = Vec::new();
     for (i, (input, skipped)) in sig.inputs.iter().zip(&axum.skipped).enumerate() {
         let FnArg::Typed(pt) = input else { continue };
         let arg = format_ident!("__idem_arg{i}");
         let (pattrs, ty) = (&pt.attrs, &pt.ty);
-        outer.inputs.push(parse_quote!(#(#pattrs)* #arg: #ty));
-        if !*skipped {
+        if axum.origin == Origin::Actix {
+            // The fingerprint is the request itself: nothing to add.
+            extracts.push(quote_spanned! {ty.span()=>
+                let #arg: #ty = match __idem_ctx.extract::<#ty>().await {
+                    ::core::result::Result::Ok(v) => v,
+                    ::core::result::Result::Err(answer) => return answer,
+                };
+            });
+        } else {
+            outer.inputs.push(parse_quote!(#(#pattrs)* #arg: #ty));
+        }
+        if !*skipped && axum.origin != Origin::Actix {
             let label = format!("#{i}");
             // The value is spanned at the parameter's type, so that a type
             // that cannot be fingerprinted is reported there.
@@ -189,6 +209,7 @@ fn handler(sig: &syn::Signature, axum: &AxumMode, runtime: &TokenStream) -> Hand
     }
     Handler {
         signature: outer,
+        extracts,
         args,
         adds,
         bindings,
@@ -199,7 +220,7 @@ fn handler(sig: &syn::Signature, axum: &AxumMode, runtime: &TokenStream) -> Hand
 /// inside the handler; the handler around it extracts a `HandlerContext`
 /// and the same extractors, fingerprints each extractor's whole value, and
 /// runs the inner function once per key on a task of its own.
-fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
+fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
     let Common {
         runtime,
         name,
@@ -230,10 +251,13 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
     };
     let Handler {
         signature: outer,
+        extracts,
         args,
         adds,
         bindings,
     } = handler(&sig, axum, runtime);
+    // The tags that pick how each extractor is fingerprinted (axum only).
+    let import_tags = (axum.origin != Origin::Actix).then(|| quote!(#runtime::import_tags!();));
     let key = if let Some(expr) = &axum.key {
         quote_spanned!(expr.span()=> __idem_ctx.request().expression_key(&(#expr)))
     } else {
@@ -262,7 +286,7 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
     quote! {
         #(#outer_attrs)*
         #vis #outer {
-            #runtime::import_tags!();
+            #import_tags
 
             #(#inner_attrs)*
             // Async for the handler's sake: an inner body without `.await`
@@ -271,6 +295,8 @@ fn expand_axum(c: &Common, axum: &AxumMode, item: ItemFn) -> TokenStream {
             #inner
 
             let __idem_ctx = __idem_ctx.operation(#name);
+            #(#extracts)*
+            #[allow(unused_mut)]
             let mut __idem_fp = __idem_ctx.request().builder();
             #(#adds)*
             // The bindings are references here: `&binding` in a key

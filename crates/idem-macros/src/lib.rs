@@ -115,6 +115,16 @@ pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
     attribute(plan::Origin::Axum, args, item)
 }
 
+/// The attribute as `idem_actix::idempotent`: the handler form for
+/// actix-web unless `engine = ...` is given; see [`macro@idempotent`]. The
+/// engine comes from the app data (`App::new().app_data(engine.clone())`),
+/// and the fingerprint is the request itself (method, route pattern, path,
+/// query and body, parsed when JSON), as with `idem_actix::Idempotency`.
+#[proc_macro_attribute]
+pub fn idempotent_actix(args: TokenStream, item: TokenStream) -> TokenStream {
+    attribute(plan::Origin::Actix, args, item)
+}
+
 /// The attribute as `idem_core::idempotent`: always the function form
 /// (`engine = ...` and `key = ...` required); see [`macro@idempotent`].
 #[proc_macro_attribute]

@@ -12,22 +12,35 @@ pub(crate) enum OnConflict {
 }
 
 /// Which crate's attribute this is, which decides the form: `idem_core`'s
-/// is always the function form; `idem_axum`'s is the handler form unless
-/// `engine = ...` is given.
+/// is always the function form; `idem_axum`'s and `idem_actix`'s are the
+/// handler form of their framework unless `engine = ...` is given.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Origin {
     /// `idem_core::idempotent`.
     Core,
     /// `idem_axum::idempotent`.
     Axum,
+    /// `idem_actix::idempotent`.
+    Actix,
+}
+
+impl Origin {
+    /// What the handler form makes, for messages: "an axum handler".
+    pub(crate) fn handler(self) -> &'static str {
+        match self {
+            Origin::Actix => "an actix-web handler",
+            Origin::Axum | Origin::Core => "an axum handler",
+        }
+    }
 }
 
 /// How the function is reached.
 pub(crate) enum Mode {
-    /// An axum handler: the key comes from the `Idempotency-Key` header (or
-    /// `key = ...`) and the engine from the router state; the return is any
-    /// `IntoResponse`.
-    Axum(Box<AxumMode>),
+    /// A handler of a web framework: the key comes from the
+    /// `Idempotency-Key` header (or `key = ...`) and the engine from the
+    /// router state (axum) or the app data (actix-web); the return is any
+    /// response of that framework.
+    Handler(Box<HandlerMode>),
     /// Any other async function: key and engine are expressions; the return is
     /// `Result<T, E>`.
     Plain(Box<PlainMode>),
@@ -41,8 +54,10 @@ pub(crate) struct PlainMode {
     pub(crate) err: Type,
 }
 
-/// The parts of an axum handler.
-pub(crate) struct AxumMode {
+/// The parts of a handler.
+pub(crate) struct HandlerMode {
+    /// The framework.
+    pub(crate) origin: Origin,
     /// `key = ...`, or `None` for the `Idempotency-Key` header.
     pub(crate) key: Option<Expr>,
     /// The binding that `scope = ...` names.

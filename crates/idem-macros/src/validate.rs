@@ -9,7 +9,7 @@ use syn::{Expr, GenericArgument, Ident, ItemFn, LitStr, PathArguments, ReturnTyp
 
 use crate::attr::Args;
 use crate::params::{binding_list, find, last_segment_is, params, Param};
-use crate::plan::{AxumMode, Input, Mode, OnConflict, Origin, PlainMode, Plan};
+use crate::plan::{HandlerMode, Input, Mode, OnConflict, Origin, PlainMode, Plan};
 
 /// `Result<T, E>`, by its last path segment.
 fn result_types(ret: &ReturnType) -> Option<(Type, Type)> {
@@ -186,7 +186,13 @@ fn check_claim(claim: &Ident, params: &[Param]) -> syn::Result<()> {
 
 /// Rules for a function that is not an axum handler (`engine = ...` given):
 /// `key` and a `Result<T, E>` return.
-fn check_plain(args: &Args, sig: &syn::Signature, errors: &mut Errors) -> Option<Mode> {
+fn check_plain(
+    origin: Origin,
+    args: &Args,
+    sig: &syn::Signature,
+    errors: &mut Errors,
+) -> Option<Mode> {
+    let handler = origin.handler();
     let key = args.key.as_ref().map(|k| k.value.clone());
     let engine = args.engine.as_ref().map(|e| e.value.clone());
     if key.is_none() && result_types(&sig.output).is_none() {
@@ -194,7 +200,10 @@ fn check_plain(args: &Args, sig: &syn::Signature, errors: &mut Errors) -> Option
         let span = args.engine.as_ref().map_or(sig.ident.span(), |e| e.keyword);
         errors.push(syn::Error::new(
             span,
-            "`engine = ...` makes a function that is not an axum handler, with `key = ...` and a `Result` return. For an axum handler, remove `engine = ...`: the engine comes from the router state (`Engine: FromRef<S>`)",
+            format!("`engine = ...` makes a function that is not {handler}, with `key = ...` and a `Result` return. For {handler}, remove `engine = ...`: the engine comes from {}", match origin {
+                Origin::Actix => "the app data (`App::new().app_data(engine.clone())`)",
+                Origin::Axum | Origin::Core => "the router state (`Engine: FromRef<S>`)",
+            }),
         ));
         return None;
     }
@@ -202,7 +211,7 @@ fn check_plain(args: &Args, sig: &syn::Signature, errors: &mut Errors) -> Option
         let span = args.engine.as_ref().map_or(sig.ident.span(), |e| e.keyword);
         errors.push(syn::Error::new(
             span,
-            "with `engine = ...`, `#[idempotent]` makes a function that is not an axum handler, which needs the key: add `key = <expression>`, such as `key = msg.id`",
+            format!("with `engine = ...`, `#[idempotent]` makes a function that is not {handler}, which needs the key: add `key = <expression>`, such as `key = msg.id`"),
         ));
     }
     let types = result_types(&sig.output);
@@ -222,7 +231,7 @@ fn check_plain(args: &Args, sig: &syn::Signature, errors: &mut Errors) -> Option
         };
         errors.push(syn::Error::new(
             span,
-            "the result of an `#[idempotent]` function that is not an axum handler is recorded: return `Result<T, E>`, with `T: Serialize + DeserializeOwned` and `E: idem_core::Failure + Serialize + DeserializeOwned`",
+            format!("the result of an `#[idempotent]` function that is not {handler} is recorded: return `Result<T, E>`, with `T: Serialize + DeserializeOwned` and `E: idem_core::Failure + Serialize + DeserializeOwned`"),
         ));
     }
     match (key, engine, types) {
@@ -236,13 +245,25 @@ fn check_plain(args: &Args, sig: &syn::Signature, errors: &mut Errors) -> Option
     }
 }
 
-/// The rule that picks the form: with `engine = ...` the item is a function
-/// (a queue consumer, a method), otherwise an axum handler, whose parameters
-/// are all extractors.
-const FORM_RULE: &str = "without `engine = ...`, `#[idempotent]` makes an axum handler (the engine from the router state, the key from the `Idempotency-Key` header or `key = ...`)";
+/// The rule that picks the form, for `origin`'s handlers: with
+/// `engine = ...` the item is a function (a queue consumer, a method),
+/// otherwise a handler, whose parameters are all extractors.
+fn form_rule(origin: Origin) -> String {
+    let engine = match origin {
+        Origin::Actix => "the app data",
+        Origin::Axum | Origin::Core => "the router state",
+    };
+    format!(
+        "without `engine = ...`, `#[idempotent]` makes {} (the engine from {engine}, the key from the `Idempotency-Key` header or `key = ...`)",
+        origin.handler()
+    )
+}
 
-/// Rule: an axum handler's parameters are extractors, not receivers or references.
-fn check_axum(
+/// Rule: a handler's parameters are extractors, not receivers or
+/// references; on actix-web, where the fingerprint is the request itself,
+/// nothing is skipped.
+fn check_handler(
+    origin: Origin,
     args: &Args,
     params: &[Param],
     skipped: &[Ident],
@@ -251,14 +272,21 @@ fn check_axum(
     if let Some(span) = not_extractor {
         return Err(syn::Error::new(
             span,
-            format!("{FORM_RULE}, and an axum handler cannot take `self` or a reference. For a function that is not a handler, add `engine = <expression>` and `key = <expression>`, such as `#[idempotent(engine = self.engine, key = msg.id)]`"),
+            format!("{}, and {} cannot take `self` or a reference. For a function that is not a handler, add `engine = <expression>` and `key = <expression>`, such as `#[idempotent(engine = self.engine, key = msg.id)]`", form_rule(origin), origin.handler()),
+        ));
+    }
+    if let (Origin::Actix, Some(skip)) = (origin, &args.skip) {
+        return Err(syn::Error::new(
+            skip.keyword,
+            "`skip` has nothing to leave out on an actix-web handler: its fingerprint is the request itself (method, route, path, query and body), not the extracted values; remove `skip(...)`",
         ));
     }
     let scope = args.scope.as_ref().and_then(|s| {
         let name = s.value.value();
         find(params, &name).map(|(_, ident)| ident.clone())
     });
-    Ok(Mode::Axum(Box::new(AxumMode {
+    Ok(Mode::Handler(Box::new(HandlerMode {
+        origin,
         key: args.key.as_ref().map(|k| k.value.clone()),
         scope,
         skipped: params
@@ -287,6 +315,7 @@ fn check_once(item: &ItemFn) -> syn::Result<()> {
 fn check_crate(krate: Option<&LitStr>, origin: Origin) -> syn::Result<syn::Path> {
     let default = match origin {
         Origin::Axum => "::idem_axum",
+        Origin::Actix => "::idem_actix",
         Origin::Core => "::idem_core",
     };
     match krate {
@@ -356,8 +385,11 @@ pub(crate) fn validate(origin: Origin, args: &Args, item: &ItemFn) -> syn::Resul
         .as_ref()
         .map(|s| s.value.clone())
         .unwrap_or_default();
-    for name in &skipped {
-        errors.keep(check_skip(name, &params));
+    // On actix-web, `skip` itself is refused (`check_handler`).
+    if origin != Origin::Actix {
+        for name in &skipped {
+            errors.keep(check_skip(name, &params));
+        }
     }
     let name = errors.keep(check_name(args.name.as_ref().map(|s| &s.value), &sig.ident));
     let claim = args.claim.as_ref().map(|c| c.value.clone());
@@ -371,9 +403,15 @@ pub(crate) fn validate(origin: Origin, args: &Args, item: &ItemFn) -> syn::Resul
         ));
         None
     } else if args.engine.is_some() {
-        check_plain(args, sig, &mut errors)
+        check_plain(origin, args, sig, &mut errors)
     } else {
-        errors.keep(check_axum(args, &params, &skipped, not_extractor))
+        errors.keep(check_handler(
+            origin,
+            args,
+            &params,
+            &skipped,
+            not_extractor,
+        ))
     };
     let krate = errors.keep(check_crate(args.krate.as_ref().map(|s| &s.value), origin));
     let inputs = fingerprinted(&params, &skipped, args.engine.as_ref().map(|e| &e.value));

@@ -1,0 +1,219 @@
+//! `HandlerContext`: what the `#[idempotent]` attribute's actix-web
+//! handlers extract and run through. Not a public API.
+
+use std::borrow::Cow;
+use std::future::Future;
+
+use actix_web::dev::Payload;
+use actix_web::error::{ErrorInternalServerError, InternalError};
+use actix_web::http::header::CONTENT_TYPE;
+use actix_web::web::Data;
+use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
+use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
+use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey};
+use idem_http::{
+    add_body, is_json, key_from_values, request_fingerprint, Problem, Settings, IDEMPOTENCY_KEY,
+};
+
+use crate::problem::problem_response;
+use crate::read_body::read_body;
+use crate::respond::respond;
+
+/// What an attribute's handler answers.
+pub type Response = HttpResponse;
+
+/// The generated handler's only extractor: the engine (from the app data)
+/// and the whole request, body included, from which the user's extractors
+/// are then extracted.
+#[derive(Debug)]
+pub struct HandlerContext {
+    engine: Engine,
+    request: HandlerRequest,
+}
+
+/// The request as the generated handler sees it before the user's code
+/// runs.
+#[derive(Debug)]
+pub struct HandlerRequest {
+    req: HttpRequest,
+    body: Bytes,
+    header_key: Result<Option<IdempotencyKey>, Problem>,
+    operation: Cow<'static, str>,
+    settings: Settings,
+}
+
+/// What an `#[idempotent]` actix-web handler returns: any `Responder`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an HTTP response, which an `#[idempotent]` actix-web handler returns",
+    label = "not `actix_web::Responder`",
+    note = "`idem_actix::idempotent` without `engine = ...` makes an actix-web handler; for a function that is not a handler (a queue consumer), add `engine = <expression>` and `key = <expression>`, or use `idem_core::idempotent`"
+)]
+pub trait HandlerResponse {
+    /// The response, once the request it answers is known.
+    fn into_handler_response(self) -> Responded;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: Responder + 'static> HandlerResponse for T {
+    fn into_handler_response(self) -> Responded {
+        Responded(Box::new(move |req| {
+            self.respond_to(req).map_into_boxed_body()
+        }))
+    }
+}
+
+/// A handler's `Responder`, to be turned into the response for its
+/// request.
+pub struct Responded(Box<dyn FnOnce(&HttpRequest) -> HttpResponse>);
+
+impl std::fmt::Debug for Responded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responded").finish_non_exhaustive()
+    }
+}
+
+/// A problem as the handler's answer.
+pub trait IntoResponse {
+    /// The response.
+    fn into_response(self) -> HttpResponse;
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> HttpResponse {
+        problem_response(&self)
+    }
+}
+
+fn engine_of(req: &HttpRequest) -> Option<Engine> {
+    req.app_data::<Engine>()
+        .cloned()
+        .or_else(|| req.app_data::<Data<Engine>>().map(|d| d.get_ref().clone()))
+}
+
+impl FromRequest for HandlerContext {
+    type Error = actix_web::Error;
+    type Future = LocalBoxFuture<'static, Result<Self, actix_web::Error>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        let payload = payload.take();
+        Box::pin(async move {
+            let Some(engine) = engine_of(&req) else {
+                tracing::error!(target: "idem", path = req.path(), "an #[idempotent] handler found no idem_core::Engine in the app data");
+                return Err(ErrorInternalServerError(
+                    "no idem_core::Engine in the app data: an #[idempotent] handler needs \
+                     `App::new().app_data(engine.clone())` (or `web::Data<Engine>`)",
+                ));
+            };
+            let settings = Settings::default();
+            let body = read_body(&req, payload, settings.max_request_body)
+                .await
+                .map_err(|p| InternalError::from_response("idem", problem_response(&p)))?;
+            let header_key = key_from_values(
+                req.headers()
+                    .get_all(IDEMPOTENCY_KEY)
+                    .map(actix_web::http::header::HeaderValue::as_bytes),
+            )
+            .map_err(|e| Problem::key_malformed(&e));
+            Ok(Self {
+                engine,
+                request: HandlerRequest {
+                    req,
+                    body,
+                    header_key,
+                    operation: Cow::Borrowed("http"),
+                    settings,
+                },
+            })
+        })
+    }
+}
+
+impl HandlerContext {
+    /// The stable name of the operation.
+    #[must_use]
+    pub fn operation(mut self, name: &'static str) -> Self {
+        self.request.operation = Cow::Borrowed(name);
+        self
+    }
+
+    /// The request.
+    pub fn request(&self) -> &HandlerRequest {
+        &self.request
+    }
+
+    /// One of the user's extractors, from the request and its body.
+    pub async fn extract<T: FromRequest>(&self) -> Result<T, HttpResponse> {
+        let mut payload = Payload::from(self.request.body.clone());
+        T::from_request(&self.request.req, &mut payload)
+            .await
+            .map_err(|e| e.into().error_response())
+    }
+
+    /// Runs `op` once for `call` (built by the generated code from the key,
+    /// the scope, the finished fingerprint and the attribute's overrides),
+    /// recording its response.
+    pub async fn run<F, Fut>(self, call: Call, op: F) -> HttpResponse
+    where
+        F: FnOnce(Claim) -> Fut + 'static,
+        Fut: Future<Output = Responded> + 'static,
+    {
+        let HandlerRequest {
+            req,
+            operation,
+            settings,
+            ..
+        } = self.request;
+        let call = call.with_operation(operation);
+        let answer = respond(self.engine, call, settings, move |claim| async move {
+            let responded = op(claim).await;
+            Ok((responded.0)(&req))
+        })
+        .await;
+        answer.unwrap_or_else(|e| e.error_response())
+    }
+}
+
+impl HandlerRequest {
+    /// The fingerprint so far: operation, method, route pattern, path,
+    /// query and body (parsed when JSON), as the middleware takes it.
+    pub fn builder(&self) -> FingerprintBuilder {
+        let route = self.req.match_pattern();
+        let mut fp = request_fingerprint(
+            &self.operation,
+            self.req.method().as_str(),
+            route.as_deref(),
+            self.req.path(),
+            Some(self.req.query_string()),
+        );
+        let json = is_json(
+            self.req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        );
+        add_body(&mut fp, "body", json, &self.body);
+        fp
+    }
+
+    /// The key from the `Idempotency-Key` header: 400 if missing or malformed.
+    pub fn header_key(&self) -> Result<IdempotencyKey, Problem> {
+        match &self.header_key {
+            Ok(Some(key)) => Ok(key.clone()),
+            Ok(None) => Err(Problem::key_missing()),
+            Err(problem) => Err(problem.clone()),
+        }
+    }
+
+    /// The key from the attribute's `key = ...` expression: 400 if its value
+    /// is not a valid key (empty, too long, not visible ASCII).
+    pub fn expression_key<T: idem_core::__private::KeyValue + ?Sized>(
+        &self,
+        value: &T,
+    ) -> Result<IdempotencyKey, Problem> {
+        value
+            .key_value()
+            .map_err(|e| idem_http::Problem::key_invalid(&e))
+    }
+}
