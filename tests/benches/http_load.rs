@@ -3,8 +3,12 @@
 //! 127.0.0.1 with a fresh `Idempotency-Key` on every request (every request
 //! is a first request: one begin and one complete).
 //!
-//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres]` (needs `wrk`:
-//! `apt-get install wrk`). The redis pair compares `RedisStore` with a
+//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|actix|grpc]` (needs `wrk`:
+//! `apt-get install wrk`). `actix` is the same pair on actix-web
+//! (`idem_actix::Idempotency` or not, around one handler); `grpc` is the
+//! gRPC example's `Debit` with `idem_tonic::IdempotencyLayer` or not,
+//! driven by 32 concurrent tonic clients on 8 connections in this process
+//! (wrk speaks no gRPC). The redis pair compares `RedisStore` with a
 //! baseline doing only `SET NX` and `SET` on the same Redis. `-- redis-own-core`
 //! runs the redis pair with Redis pinned to core 1 and this process (server
 //! and `wrk`) to core 0, as when Redis has its own host (needs `taskset` and
@@ -26,7 +30,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use idem_core::{Engine, MemoryStore, Policy};
-use idem_examples::payments::{router, App, Debit, Ledger, MemoryLedger, PgLedger};
+use idem_examples::payments::{
+    invalid_account, invalid_amount, router, App, Debit, Ledger, MemoryLedger, PgLedger, Receipt,
+};
 use idem_postgres::PgStore;
 
 #[path = "common/baseline.rs"]
@@ -447,13 +453,24 @@ fn compare(
     store: Option<&str>,
 ) -> Result<(), String> {
     println!("{label}: POST /accounts/{{id}}/debits, new key per request, wrk -t1 -c{CONNECTIONS} -d{SECONDS}s, {ROUNDS} alternating rounds");
+    compare_with(names, store, |v| wrk(urls[v], script))
+}
+
+/// Alternating rounds of `measure(variant)` (requests per second over
+/// `SECONDS`), with the CPU each request cost, then the medians and the
+/// ratio.
+fn compare_with(
+    names: [&str; 2],
+    store: Option<&str>,
+    measure: impl Fn(usize) -> Result<f64, String>,
+) -> Result<(), String> {
     let mut rps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     // CPU microseconds per request: [server, store] per variant and round.
     let mut cpu: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
     for round in 1..=ROUNDS {
         for v in 0..2 {
             let before = CpuTicks::read(store);
-            let r = wrk(urls[v], script)?;
+            let r = measure(v)?;
             let used = before.zip(CpuTicks::read(store)).map(|(b, a)| {
                 let (own, theirs) = a.since(&b);
                 let per_request =
@@ -561,6 +578,140 @@ fn redis_own_core(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), Stri
     pinned.and(restored)
 }
 
+/// The debit on actix-web: the same checks, ledger and receipt as the
+/// example's.
+async fn actix_debit(
+    ledger: actix_web::web::Data<Arc<dyn Ledger>>,
+    id: actix_web::web::Path<String>,
+    req: actix_web::web::Json<Debit>,
+) -> actix_web::HttpResponse {
+    if invalid_account(&id)
+        .or_else(|| invalid_amount(&req))
+        .is_some()
+    {
+        return actix_web::HttpResponse::BadRequest().finish();
+    }
+    match ledger.debit(&id, req.amount).await {
+        Ok(balance) => actix_web::HttpResponse::Created().json(Receipt {
+            debit_id: baseline::next_debit_id(),
+            account: id.into_inner(),
+            amount: req.amount,
+            balance,
+        }),
+        Err(e) => actix_web::HttpResponse::ServiceUnavailable().body(e.to_string()),
+    }
+}
+
+/// The actix-web debit without idem and with `idem_actix::Idempotency`.
+fn actix_pair() -> [String; 2] {
+    let serve = |with_idem: bool| {
+        let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::default());
+        let engine = Engine::new(MemoryStore::builder().max_bytes(16 << 30).build());
+        idem_tests::serve_actix(move || {
+            // Both wrapped, so that only idem differs.
+            let idempotency = actix_web::middleware::Condition::new(
+                with_idem,
+                idem_actix::Idempotency::new(engine.clone()),
+            );
+            actix_web::App::new()
+                .app_data(actix_web::web::Data::new(Arc::clone(&ledger)))
+                .service(
+                    actix_web::web::resource("/accounts/{id}/debits")
+                        .route(actix_web::web::post().to(actix_debit))
+                        .wrap(idempotency),
+                )
+        })
+    };
+    [serve(false), serve(true)]
+}
+
+/// The gRPC example without the layer and with it; their addresses.
+async fn grpc_pair() -> Result<[String; 2], String> {
+    use idem_examples::grpc_payments::{idempotency, ledger_server::LedgerServer, Payments};
+    let mut urls = Vec::new();
+    for with_idem in [false, true] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let url = format!(
+            "http://{}",
+            listener.local_addr().map_err(|e| e.to_string())?
+        );
+        let payments = Payments {
+            ledger: Arc::new(MemoryLedger::default()),
+            debit_delay: Duration::ZERO,
+        };
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        let engine = Engine::new(MemoryStore::builder().max_bytes(16 << 30).build());
+        // Both through a layer stack, so that only idem differs.
+        let layer = tower::util::option_layer(with_idem.then(|| idempotency(engine)));
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .layer(layer)
+                .add_service(LedgerServer::new(payments))
+                .serve_with_incoming(incoming),
+        );
+        urls.push(url);
+    }
+    Ok([urls.remove(0), urls.remove(0)])
+}
+
+/// HTTP/2 connections the gRPC load spreads its calls over.
+const GRPC_CHANNELS: u32 = 8;
+
+/// `CONNECTIONS` concurrent debits, each with a new key, over
+/// `GRPC_CHANNELS` HTTP/2 connections for `SECONDS`; returns completed calls per second, refusing a
+/// run with any failed call.
+fn grpc_load(rt: &tokio::runtime::Runtime, url: &str) -> Result<f64, String> {
+    use idem_examples::grpc_payments::{ledger_client::LedgerClient, DebitRequest};
+    rt.block_on(async {
+        let mut channels = Vec::new();
+        for _ in 0..GRPC_CHANNELS {
+            channels.push(
+                tonic::transport::Channel::from_shared(url.to_owned())
+                    .map_err(|e| e.to_string())?
+                    .connect()
+                    .await
+                    .map_err(|e| format!("connect to {url}: {e}"))?,
+            );
+        }
+        let run = format!("{}", std::process::id());
+        let started = tokio::time::Instant::now();
+        let until = started + Duration::from_secs(u64::from(SECONDS));
+        let tasks: Vec<_> = (0..CONNECTIONS)
+            .map(|t| {
+                let mut client = LedgerClient::new(channels[t as usize % channels.len()].clone());
+                let run = run.clone();
+                tokio::spawn(async move {
+                    let mut n: u64 = 0;
+                    while tokio::time::Instant::now() < until {
+                        n += 1;
+                        let mut request = tonic::Request::new(DebitRequest {
+                            account: format!("acct-{}", n % 500),
+                            amount: 1,
+                        });
+                        let key = format!("{run}-{t}-{n}");
+                        request.metadata_mut().insert(
+                            "idempotency-key",
+                            key.parse().map_err(|_| "key".to_owned())?,
+                        );
+                        client
+                            .debit(request)
+                            .await
+                            .map_err(|s| format!("a debit failed: {s:?}"))?;
+                    }
+                    Ok::<u64, String>(n)
+                })
+            })
+            .collect();
+        let mut calls = 0;
+        for task in tasks {
+            calls += task.await.map_err(|e| e.to_string())??;
+        }
+        Ok(calls as f64 / started.elapsed().as_secs_f64())
+    })
+}
+
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass other
     // flags: only run the load when asked to benchmark.
@@ -605,6 +756,25 @@ fn main() -> ExitCode {
         }
         if wanted("redis") {
             run_redis_pair(&rt, "redis", &script)?;
+        }
+        if wanted("actix") {
+            let [bare, idem] = actix_pair();
+            compare(
+                "actix",
+                ["actix-web without idem", "with idem_actix (memory)"],
+                [&bare, &idem],
+                &script,
+                None,
+            )?;
+        }
+        if wanted("grpc") {
+            let urls = rt.block_on(grpc_pair())?;
+            println!("grpc: payments.v1.Ledger/Debit, new key per call, {CONNECTIONS} concurrent tonic clients on {GRPC_CHANNELS} connections for {SECONDS}s, {ROUNDS} alternating rounds");
+            compare_with(
+                ["tonic without idem", "with idem_tonic (memory)"],
+                None,
+                |v| grpc_load(&rt, &urls[v]),
+            )?;
         }
         if wanted("postgres") {
             let (naive, idem, schemas) = rt.block_on(pg_pair())?;

@@ -27,7 +27,7 @@ async fn debit(State(app): State<App>, Path(id): Path<String>, Json(req): Json<D
 }
 
 /// A debit id without a record to name it by.
-fn next_debit_id() -> String {
+pub(crate) fn next_debit_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     format!("dbt_{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
