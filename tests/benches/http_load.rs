@@ -708,7 +708,7 @@ fn grpc_load(rt: &tokio::runtime::Runtime, url: &str) -> Result<f64, String> {
         for task in tasks {
             calls += task.await.map_err(|e| e.to_string())??;
         }
-        Ok(calls as f64 / started.elapsed().as_secs_f64())
+        Ok(ticks_f64(calls) / started.elapsed().as_secs_f64())
     })
 }
 
