@@ -50,8 +50,17 @@ where
 /// The `spawn` for a dropped request: actix-web's futures live on their
 /// worker's thread, so the rest runs on a task of that worker.
 fn spawn_on_worker<F: Future + 'static>(future: Pin<Box<F>>) {
-    tracing::debug!(target: "idem", decision = "detached", "the caller went away; the idempotent part finishes on its own task");
-    drop(actix_web::rt::spawn(future));
+    // Outside a worker (its local task set already gone, as the server
+    // shuts down) the spawn panics: the future can then only be dropped.
+    let spawned = std::panic::catch_unwind(AssertUnwindSafe(|| actix_web::rt::spawn(future)));
+    match spawned {
+        Ok(_) => {
+            tracing::debug!(target: "idem", decision = "detached", "the caller went away; the idempotent part finishes on its own task");
+        }
+        Err(_) => {
+            tracing::warn!(target: "idem", decision = "outcome_unknown", "the caller went away outside an actix-web worker; the operation is dropped mid-way and its claim kept until the lease ends");
+        }
+    }
 }
 
 async fn run<F, Fut>(engine: &Engine, call: &Call, settings: Settings, op: F) -> Answer
