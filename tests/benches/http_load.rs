@@ -718,7 +718,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|redis-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|actix|grpc|postgres|redis-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
