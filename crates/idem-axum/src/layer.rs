@@ -116,7 +116,8 @@ impl IdempotencyLayer {
     }
 
     /// The largest response body recorded, in bytes (default 1 MiB); a larger
-    /// one is served but not recorded, and the claim is released.
+    /// one is served, and retries get `response-not-recorded` (the handler
+    /// ran, so it does not run again).
     #[must_use]
     pub fn max_response_body(mut self, bytes: usize) -> Self {
         self.config_mut().settings.max_response_body = bytes;
