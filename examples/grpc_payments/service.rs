@@ -157,9 +157,18 @@ impl ledger_server::Ledger for Payments {
         if !self.debit_delay.is_zero() {
             tokio::time::sleep(self.debit_delay).await;
         }
+        // On PostgreSQL the debit's transaction goes to the layer, which
+        // records the receipt in it and commits: a crash leaves both or
+        // neither, never a debit without its record.
         let balance = self
             .ledger
-            .debit(&account, amount)
+            .debit_committed_by(&account, amount, &|tx| {
+                Box::pin(async move {
+                    idem_tonic::commit_with_record(tx)
+                        .await
+                        .map_err(|s| LedgerError::Unavailable(s.message().to_owned()))
+                })
+            })
             .await
             .map_err(|e| ledger_status(&e))?;
         Ok(Response::new(Receipt {

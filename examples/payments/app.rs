@@ -5,6 +5,8 @@
 //! `{"amount": N}` debits it once per key, whatever the client retries.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -15,7 +17,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use idem_axum::idempotent;
 use idem_core::{Claim, Engine};
-use idem_postgres::PgStore;
+use idem_postgres::{PgStore, PgTransaction};
 use serde::{Deserialize, Serialize};
 use sqlx::AssertSqlSafe;
 
@@ -32,6 +34,12 @@ pub const MAX_BODY: usize = 1 << 20;
 
 /// Turns a debit's result into the HTTP answer.
 pub type Respond<'a> = &'a (dyn Fn(Result<u64, LedgerError>) -> Response + Send + Sync);
+
+/// Commits a debit's open transaction, after recording in it the answer
+/// the debit gets (`idem_tonic::commit_with_record`, say).
+pub type Commit<'a> = &'a (dyn Fn(PgTransaction) -> Pin<Box<dyn Future<Output = Result<(), LedgerError>> + Send>>
+         + Send
+         + Sync);
 
 /// Where balances live.
 #[idem_core::async_trait]
@@ -51,6 +59,18 @@ pub trait Ledger: Send + Sync + 'static {
         respond: Respond<'_>,
     ) -> Response {
         respond(self.debit(account, amount).await)
+    }
+    /// Debits. A transactional ledger (PostgreSQL) overrides this to hand
+    /// the debit's open transaction to `commit`, so that the debit and its
+    /// recorded answer commit together; the others commit the debit
+    /// themselves and leave the record to the engine.
+    async fn debit_committed_by(
+        &self,
+        account: &str,
+        amount: u64,
+        _commit: Commit<'_>,
+    ) -> Result<u64, LedgerError> {
+        self.debit(account, amount).await
     }
 }
 
@@ -295,6 +315,23 @@ impl Ledger for PgLedger {
         let response = respond(self.debit_in(&mut tx, account, amount).await);
         // The debit and its recorded answer commit together, or neither does.
         idem_axum::commit_response(tx, claim, response).await
+    }
+
+    async fn debit_committed_by(
+        &self,
+        account: &str,
+        amount: u64,
+        commit: Commit<'_>,
+    ) -> Result<u64, LedgerError> {
+        let mut tx = self
+            .store
+            .begin_transaction()
+            .await
+            .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
+        // A refused debit drops the transaction, which rolls it back.
+        let balance = self.debit_in(&mut tx, account, amount).await?;
+        commit(tx).await?;
+        Ok(balance)
     }
 }
 

@@ -296,6 +296,77 @@ async fn a_client_whose_deadline_passes_mid_debit_retries_and_is_debited_once() 
     assert_eq!(balance(&mut client, "grace").await, 9000, "debited once");
 }
 
+/// Runs `statement` (with `{records}` for the store's records table).
+async fn on_records(store: &idem_postgres::PgStore, statement: &str) -> i64 {
+    let sql = statement.replace("{records}", &format!("\"{}\".records", store.schema()));
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_optional(store.pool())
+        .await
+        .expect("records statement")
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_that_outlives_its_claim_leaves_no_debit_and_the_retry_debits_once_on_postgres() {
+    let store = pg_store().await;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger migration");
+    let mut client = start(store.clone(), Arc::new(ledger), Duration::from_millis(1500)).await;
+    let first = tokio::spawn({
+        let mut client = client.clone();
+        async move { client.debit(debit("heidi", 1000, Some("outlived-1"))).await }
+    });
+    // While the provider is slow, the claim passes to another holder (the
+    // first holder's renewals were lost, say).
+    let claimed = tokio::time::Instant::now() + Duration::from_secs(5);
+    while on_records(&store, "SELECT count(*) FROM {records}").await == 0 {
+        assert!(
+            tokio::time::Instant::now() < claimed,
+            "the debit never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    on_records(
+        &store,
+        "UPDATE {records} SET token = token + 1000 RETURNING 0::bigint",
+    )
+    .await;
+    let lost = first
+        .await
+        .expect("first call")
+        .expect_err("the claim was lost");
+    // The debit went with its record: rolled back, not left behind for the
+    // holder that took over to debit a second time.
+    assert_eq!(
+        balance(&mut client, "heidi").await,
+        10_000,
+        "the outlived debit is rolled back"
+    );
+    assert_eq!(lost.code(), Code::Aborted, "{lost:?}");
+    assert_eq!(problem(&lost), "lease-lost");
+    assert!(lost.message().contains("rolled back"), "{lost:?}");
+    // That holder dies too; once its lease is over, the retry debits once
+    // and the next retry replays it byte for byte.
+    on_records(
+        &store,
+        "UPDATE {records} SET deadline = now() - interval '1 second' RETURNING 0::bigint",
+    )
+    .await;
+    let receipt = retry_until_final(&mut client, "heidi", 1000, "outlived-1")
+        .await
+        .expect("the retry's receipt");
+    assert!(!replayed(&receipt));
+    assert_eq!(receipt.get_ref().balance, 9000);
+    let replay = client
+        .debit(debit("heidi", 1000, Some("outlived-1")))
+        .await
+        .expect("replay");
+    assert!(replayed(&replay));
+    assert_eq!(metadata(&replay), metadata(&receipt));
+    assert_eq!(replay.get_ref(), receipt.get_ref());
+    assert_eq!(balance(&mut client, "heidi").await, 9000, "debited once");
+}
+
 #[tokio::test]
 async fn insufficient_funds_is_recorded_and_replayed() {
     let mut client = on_memory(Duration::ZERO).await;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::response::{IntoResponse, Response};
 use idem_core::{Claim, StoreTransaction};
 
-use crate::problem::{Problem, ProblemKind};
+use crate::problem::Problem;
 use crate::record::{self, not_recorded, Buffered};
 use idem_http::Settings;
 
@@ -149,36 +149,16 @@ pub async fn commit_response<T: StoreTransaction>(
         if e.is_lease_lost() {
             // Another attempt holds the key now: its outcome, not ours.
             settle(Handled::Kept);
-            return Problem::new(
-                ProblemKind::LeaseLost,
-                "the request took longer than its claim and another attempt took it over, so its \
-                 changes were rolled back; retry with the same Idempotency-Key to receive the \
-                 other attempt's response",
-            )
-            .retry_after(1)
-            .into_response();
+            return Problem::from(idem_http::Problem::lease_lost_rolled_back()).into_response();
         }
         tracing::warn!(target: "idem", record = %claim.record_id(), error = %e, "the response could not be recorded in the transaction; rolled back");
         settle(Handled::Released);
-        return Problem::new(
-            ProblemKind::StoreUnavailable,
-            "the request's changes could not be recorded and were rolled back; retry with the \
-             same Idempotency-Key",
-        )
-        .retry_after(1)
-        .into_response();
+        return Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response();
     }
     if let Err(e) = tx.commit().await {
         tracing::error!(target: "idem", record = %claim.record_id(), error = %e, "the transaction with the recorded response failed to commit; whether it committed is unknown, so the claim is kept until its lease ends");
         settle(Handled::Kept);
-        return Problem::new(
-            ProblemKind::CommitUncertain,
-            "the request's changes may or may not have been committed; retry with the same \
-             Idempotency-Key: it answers 409 until the request's claim ends, then the recorded \
-             response if the changes were committed, or runs the request again if not",
-        )
-        .retry_after(1)
-        .into_response();
+        return Problem::from(idem_http::Problem::commit_uncertain()).into_response();
     }
     settle(Handled::Recorded);
     response

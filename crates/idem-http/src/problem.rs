@@ -166,6 +166,41 @@ impl Problem {
         )
     }
 
+    /// The handler recorded its response in its own transaction, but its
+    /// claim had been lost: the transaction was rolled back.
+    pub fn lease_lost_rolled_back() -> Self {
+        Problem::new(
+            ProblemKind::LeaseLost,
+            "the request took longer than its claim and another attempt took it over, so its \
+             changes were rolled back; retry with the same Idempotency-Key to receive the \
+             other attempt's response",
+        )
+        .retry_after(1)
+    }
+
+    /// The handler's response could not be recorded in its own
+    /// transaction, which was rolled back.
+    pub fn not_recorded_rolled_back() -> Self {
+        Problem::new(
+            ProblemKind::StoreUnavailable,
+            "the request's changes could not be recorded and were rolled back; retry with the \
+             same Idempotency-Key",
+        )
+        .retry_after(1)
+    }
+
+    /// The commit of the handler's transaction with its recorded response
+    /// failed: whether it committed is unknown, and the claim is kept.
+    pub fn commit_uncertain() -> Self {
+        Problem::new(
+            ProblemKind::CommitUncertain,
+            "the request's changes may or may not have been committed; retry with the same \
+             Idempotency-Key: it answers 409 until the request's claim ends, then the recorded \
+             response if the changes were committed, or runs the request again if not",
+        )
+        .retry_after(1)
+    }
+
     /// A recorded response could not be decoded.
     pub fn replay_unreadable() -> Self {
         Problem::new(

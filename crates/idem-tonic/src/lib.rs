@@ -33,6 +33,13 @@
 //! - **The claim** is in the request's extensions
 //!   (`request.extensions().get::<idem_core::Claim>()`), for the fencing
 //!   token.
+//! - **The method's own transaction**: a method whose effects are writes in
+//!   the store's database (PostgreSQL) hands its open transaction to
+//!   [`commit_with_record`] instead of committing it; the layer records the
+//!   encoded response in it and commits, so the writes and the record
+//!   commit together. A crash, or a claim lost while the method ran, then
+//!   leaves both or neither: never an effect without its record for a
+//!   retry to run again.
 //!
 //! What idem answers on its own, each with `idem-problem` metadata naming
 //! the rule (the slug of the HTTP adapters' problem `type`):
@@ -46,6 +53,7 @@
 //! | the key was used with another request | `FAILED_PRECONDITION` | `key-reused` | |
 //! | the store cannot be reached | `UNAVAILABLE` | `store-unavailable` | 1 s |
 //! | the claim was lost before recording | `ABORTED` | `lease-lost` | 1 s |
+//! | the method's transaction: the record cannot be written / the commit failed | `UNAVAILABLE` | `store-unavailable` / `commit-uncertain` | 1 s |
 //! | the method panicked | `INTERNAL` | `handler-failed` | |
 //! | the response could not be recorded (retries) | `INTERNAL` | `response-not-recorded` | |
 //! | a record cannot be read back | `INTERNAL` | `replay-unreadable` | |
@@ -60,6 +68,7 @@
 //! every other status, `OK` included, is recorded.
 
 mod answer;
+mod commit_with_record;
 mod frames;
 mod layer;
 mod record;
@@ -68,6 +77,7 @@ mod retry_info;
 mod service;
 
 pub use answer::{code, IDEM_PROBLEM};
+pub use commit_with_record::commit_with_record;
 pub use idem_http::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use layer::IdempotencyLayer;
 pub use record_codes::{RecordCodes, TRANSIENT_CODES};

@@ -20,6 +20,7 @@ use tonic::body::Body;
 use tower_service::Service;
 
 use crate::answer;
+use crate::commit_with_record::{RunSlot, Settled};
 use crate::frames::single_message;
 use crate::layer::Config;
 use crate::record::{self, Buffered};
@@ -173,29 +174,59 @@ where
     let limit = config.max_response;
     let result = engine
         .execute(&call, |claim| async move {
-            // The method may read its claim (for the fencing token).
+            // The method may read its claim (for the fencing token), and may
+            // hand over its open transaction (`commit_with_record`).
+            let own = claim.clone();
             parts.extensions.insert(claim);
-            let response = match inner.call(Request::from_parts(parts, Body::new(Full::new(bytes)))).await {
+            let slot = Arc::new(RunSlot::default());
+            let called = slot
+                .run(inner.call(Request::from_parts(parts, Body::new(Full::new(bytes)))))
+                .await;
+            let pending = slot.take();
+            let response = match called {
                 Ok(response) => response,
                 // No response at all: nothing to record.
-                Err(e) => return Completion::Release(Err(e)),
-            };
-            match record::buffer(response, limit).await {
-                Buffered::Whole(response, code, _) if !config.record.records(code) => {
-                    Completion::Release(Ok(response))
+                Err(e) => {
+                    if let Some(tx) = pending {
+                        tx.roll_back().await;
+                    }
+                    return Completion::Release(Err(e));
                 }
-                Buffered::Whole(response, _, outcome) => Completion::Record {
-                    value: Ok(response),
-                    outcome,
-                },
+            };
+            let (response, outcome) = match record::buffer(response, limit).await {
+                Buffered::Whole(response, code, _) if !config.record.records(code) => {
+                    if let Some(tx) = pending {
+                        tx.roll_back().await;
+                    }
+                    return Completion::Release(Ok(response));
+                }
+                Buffered::Whole(response, _, outcome) => (response, outcome),
                 Buffered::NotRecordable(response) => {
                     // The method ran: releasing would let a retry run it
                     // again. Retries get a status that says so instead.
                     tracing::warn!(target: "idem", limit, "response not recorded: larger than the limit or unreadable; retries get INTERNAL response-not-recorded");
-                    Completion::Record {
-                        value: Ok(response),
-                        outcome: not_recorded_status(limit),
-                    }
+                    (response, not_recorded_status(limit))
+                }
+            };
+            let Some(tx) = pending else {
+                return Completion::Record {
+                    value: Ok(response),
+                    outcome,
+                };
+            };
+            match tx.record_and_commit(own, outcome).await {
+                Settled::Committed => Completion::Recorded(Ok(response)),
+                Settled::LeaseLost => {
+                    // Another call holds the key now: its outcome, not ours.
+                    Completion::Keep(Ok(answer::response(&Problem::lease_lost_rolled_back())))
+                }
+                Settled::NotRecorded(e) => {
+                    tracing::warn!(target: "idem", error = %e, "the response could not be recorded in the method's transaction; rolled back");
+                    Completion::Release(Ok(answer::response(&Problem::not_recorded_rolled_back())))
+                }
+                Settled::CommitUncertain(e) => {
+                    tracing::error!(target: "idem", error = %e, "the method's transaction with the recorded response failed to commit; whether it committed is unknown, so the claim is kept until its lease ends");
+                    Completion::Keep(Ok(answer::response(&Problem::commit_uncertain())))
                 }
             }
         })
