@@ -289,16 +289,14 @@ impl Ledger for PgLedger {
     }
 
     async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
-        let mut tx = self
-            .store
-            .begin_transaction()
-            .await
-            .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
-        let balance = self.debit_in(&mut tx, account, amount).await?;
-        tx.commit()
-            .await
-            .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
-        Ok(balance)
+        self.debit_committed_by(account, amount, &|tx| {
+            Box::pin(async move {
+                tx.commit()
+                    .await
+                    .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))
+            })
+        })
+        .await
     }
 
     async fn debit_and_record(

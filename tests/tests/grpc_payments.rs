@@ -276,7 +276,21 @@ async fn store_down_is_unavailable_with_retry_info_and_debits_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_whose_deadline_passes_mid_debit_retries_and_is_debited_once() {
-    let mut client = on_memory(Duration::from_millis(800)).await;
+    deadline_passes_mid_debit(on_memory(Duration::from_millis(800)).await).await;
+}
+
+/// On PostgreSQL the abandoned debit's transaction is recorded and
+/// committed by the layer after the caller has gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_deadline_passes_mid_debit_retries_and_is_debited_once_on_postgres() {
+    let store = pg_store().await;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger migration");
+    deadline_passes_mid_debit(start(store, Arc::new(ledger), Duration::from_millis(800)).await)
+        .await;
+}
+
+async fn deadline_passes_mid_debit(mut client: LedgerClient<Channel>) {
     let mut first = debit("grace", 1000, Some("deadline-1"));
     first.set_timeout(Duration::from_millis(200));
     let cancelled = client.debit(first).await.expect_err("deadline");
