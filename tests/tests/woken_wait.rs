@@ -98,18 +98,23 @@ async fn hundred_waiters_on<S: Store>(
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_secs(10)));
     let start = tokio::time::Instant::now();
+    let (claimed, holds_claim) = tokio::sync::oneshot::channel();
     let holder = tokio::spawn({
         let engine = engine.clone();
         async move {
             engine
                 .run(&call(), move |_| async move {
+                    let _ = claimed.send(());
                     tokio::time::sleep(work).await;
                     first
                 })
                 .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(1)).await;
+    // The duplicates arrive once the first request holds the claim: on a
+    // real store its begin takes a while, and a duplicate that came first
+    // would be the first request itself.
+    holds_claim.await.expect("the first request runs");
     let waiters: Vec<_> = (0..100)
         .map(|n| {
             let engine = engine.clone();
