@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use axum::http::{header, StatusCode};
-use idem_tests::{database_url, unique_schema};
+use idem_tests::{database_url, pg_pool, unique_schema};
 
 fn payments_binary() -> PathBuf {
     // target/<profile>/deps/<this test> -> target/<profile>/examples/payments
@@ -94,6 +94,29 @@ async fn debit(client: &reqwest::Client, url: &str) -> reqwest::Result<reqwest::
         .await
 }
 
+/// Waits until the debit sent to the first instance holds its claim (its
+/// record is in the schema's table), so that the kill lands mid-debit however
+/// slowly the instance got there.
+async fn claimed(schema: &str) {
+    let pool = pg_pool(1).await;
+    let sql = format!("SELECT count(*) FROM \"{schema}\".records");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let records: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+            .fetch_optional(&pool)
+            .await
+            .unwrap_or(None);
+        if records.unwrap_or(0) > 0 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the debit never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn balance(client: &reqwest::Client, url: &str) -> u64 {
     let v: serde_json::Value = client
         .get(format!("{url}/accounts/ivy"))
@@ -119,7 +142,7 @@ async fn killed_mid_debit_then_retried_elsewhere_debits_once() {
         let (client, url) = (client.clone(), first.url.clone());
         tokio::spawn(async move { debit(&client, &url).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    claimed(&schema).await;
     // SIGKILL in the middle of the debit: no cleanup, no release.
     first.child.kill().expect("SIGKILL");
     first.child.wait().expect("reaped");
@@ -162,7 +185,7 @@ async fn a_crashed_holder_blocks_its_key_for_at_most_the_default_lease() {
         let (client, url) = (client.clone(), first.url.clone());
         tokio::spawn(async move { debit(&client, &url).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    claimed(&schema).await;
     first.child.kill().expect("SIGKILL");
     first.child.wait().expect("reaped");
     let killed = tokio::time::Instant::now();
