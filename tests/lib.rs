@@ -1,10 +1,13 @@
 //! Cross-crate tests of idem; the tests live in `tests/*.rs` of this package.
 //! This library holds what they share: serving a router on a real socket,
-//! and a store that is down.
+//! a store that is down, and one that is slow to claim.
 
 use std::time::Duration;
 
-use idem_core::{async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, Store, StoreError};
+use idem_core::{
+    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
+    StoreError,
+};
 
 /// Serves `router` on 127.0.0.1 at a free port; returns its base URL.
 pub async fn serve(router: axum::Router) -> String {
@@ -111,6 +114,60 @@ impl Store for DownStore {
     }
     async fn renew(&self, _: &RecordId, _: &Lease, _: Duration) -> Result<Lease, StoreError> {
         Err(refused("renew"))
+    }
+}
+
+/// A store that answers every begin `by` late (a store across a slow
+/// network, or under load), so that a client can give up while its claim is
+/// being taken; everything else goes straight to `inner`.
+pub struct SlowBegin<S> {
+    /// The store that decides.
+    pub inner: S,
+    /// How late each begin answers.
+    pub by: Duration,
+}
+
+#[async_trait]
+impl<S: Store> Store for SlowBegin<S> {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fp: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        let begun = self.inner.begin(id, fp, lease).await;
+        tokio::time::sleep(self.by).await;
+        begun
+    }
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.inner.complete(id, lease, outcome, ttl).await
+    }
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(id, lease).await
+    }
+    async fn renew(&self, id: &RecordId, lease: &Lease, by: Duration) -> Result<Lease, StoreError> {
+        self.inner.renew(id, lease, by).await
+    }
+    fn wakes(&self) -> bool {
+        self.inner.wakes()
+    }
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
+        self.inner.changed(id, within).await
+    }
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        self.inner.inspect(id).await
+    }
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        self.inner.remove(id, force).await
     }
 }
 

@@ -73,4 +73,5 @@ fn start(
 table!(http_semantics::Adapter {
     start,
     keeps_header_order: false,
+    drops_on_fin: false,
 });

@@ -10,7 +10,7 @@ use idem_core::{Engine, MemoryStore, Policy, Store};
 use idem_examples::grpc_payments::ledger_client::LedgerClient;
 use idem_examples::grpc_payments::{serve, BalanceRequest, DebitRequest, Payments, Receipt};
 use idem_examples::payments::{Ledger, LedgerError, MemoryLedger, PgLedger, RedisLedger};
-use idem_tests::{pg_store, redis_url, unique_prefix, DownStore};
+use idem_tests::{pg_store, redis_url, unique_prefix, DownStore, SlowBegin};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
@@ -288,6 +288,50 @@ async fn a_client_whose_deadline_passes_mid_debit_retries_and_is_debited_once_on
     ledger.migrate().await.expect("ledger migration");
     deadline_passes_mid_debit(start(store, Arc::new(ledger), Duration::from_millis(800)).await)
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_deadline_passes_before_its_debit_starts_is_not_debited_and_its_retry_debits_once(
+) {
+    // The store takes 400 ms to answer a claim; the client's deadline is
+    // 100 ms: it passes while the claim is being taken.
+    let slow = SlowBegin {
+        inner: MemoryStore::new(),
+        by: Duration::from_millis(400),
+    };
+    let ledger = Arc::new(MemoryLedger::default());
+    let mut client = start(slow, ledger.clone(), Duration::ZERO).await;
+    let mut first = debit("ivan", 1000, Some("early-deadline-1"));
+    first.set_timeout(Duration::from_millis(100));
+    let cancelled = client.debit(first).await.expect_err("deadline");
+    assert!(
+        matches!(cancelled.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{cancelled:?}"
+    );
+    // Long after the claim was answered: no debit for a call that was
+    // over, and the key is free again.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        ledger.balance("ivan").await.expect("balance"),
+        10_000,
+        "the method did not start for a caller whose deadline had passed"
+    );
+    let retried = client
+        .debit(debit("ivan", 1000, Some("early-deadline-1")))
+        .await
+        .expect("the retry debits");
+    assert!(
+        !replayed(&retried),
+        "the retry is the first debit, not a replay"
+    );
+    assert_eq!(retried.get_ref().balance, 9000);
+    let again = client
+        .debit(debit("ivan", 1000, Some("early-deadline-1")))
+        .await
+        .expect("replay");
+    assert!(replayed(&again));
+    assert_eq!(again.get_ref(), retried.get_ref());
+    assert_eq!(balance(&mut client, "ivan").await, 9000, "debited once");
 }
 
 async fn deadline_passes_mid_debit(mut client: LedgerClient<Channel>) {

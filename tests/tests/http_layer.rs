@@ -86,4 +86,5 @@ fn start(
 table!(http_semantics::Adapter {
     start,
     keeps_header_order: true,
+    drops_on_fin: true,
 });

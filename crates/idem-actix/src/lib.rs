@@ -17,7 +17,8 @@
 //! | body over the limit | 413 `request-too-large`, nothing runs |
 //! | store down | 503 `store-unavailable`, `Retry-After`, nothing runs |
 //! | response over the record limit | served; retries get 500 `response-not-recorded` |
-//! | the client hangs up mid-handler | the handler finishes and its response is recorded |
+//! | the client hangs up (RST) mid-handler | the handler finishes and its response is recorded |
+//! | the client hangs up (RST) before its claim was answered | the handler does not start; the claim is released, the retry runs it |
 
 mod handler;
 mod idempotency;

@@ -10,7 +10,7 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::HttpResponse;
 use futures_util::FutureExt as _;
 use idem_core::{Call, Claim, Completion, Engine, Execution};
-use idem_http::{not_recorded, Detached, Problem, Settings, IDEMPOTENT_REPLAYED};
+use idem_http::{not_recorded, CallerGone, Detached, Problem, Settings, IDEMPOTENT_REPLAYED};
 
 use crate::problem::problem_response;
 use crate::record::{self, Buffered};
@@ -25,8 +25,10 @@ pub(crate) type Answer = Result<HttpResponse, actix_web::Error>;
 /// Everything from the claim on is [`Detached`]: if actix-web drops the
 /// request (the client hung up), the rest runs on a task of the worker's own
 /// and its answer is recorded, so the retry gets the replay, never a second
-/// execution. A handler that panics answers 500; its claim is kept until
-/// the lease ends.
+/// execution. A client that went away before the handler started (while
+/// the claim was being taken) has its claim released instead: nothing ran,
+/// and the retry runs it. A handler that panics answers 500; its claim is
+/// kept until the lease ends.
 pub(crate) async fn respond<F, Fut>(engine: Engine, call: Call, settings: Settings, op: F) -> Answer
 where
     F: FnOnce(Claim) -> Fut + 'static,
@@ -34,7 +36,7 @@ where
 {
     let record = *call.record_id();
     let detached = Detached::new(
-        async move { run(&engine, &call, settings, op).await },
+        |gone| async move { run(&engine, &call, settings, op, gone).await },
         spawn_on_worker,
     );
     if let Ok(Some(answer)) = AssertUnwindSafe(detached).catch_unwind().await {
@@ -63,13 +65,23 @@ fn spawn_on_worker<F: Future + 'static>(future: Pin<Box<F>>) {
     }
 }
 
-async fn run<F, Fut>(engine: &Engine, call: &Call, settings: Settings, op: F) -> Answer
+async fn run<F, Fut>(
+    engine: &Engine,
+    call: &Call,
+    settings: Settings,
+    op: F,
+    gone: CallerGone,
+) -> Answer
 where
     F: FnOnce(Claim) -> Fut,
     Fut: Future<Output = Answer>,
 {
     let result = engine
         .execute(call, |claim| async move {
+            if gone.before_start() {
+                // Nobody waits for this answer, and nothing has run.
+                return Completion::Release(Ok(HttpResponse::NoContent().finish()));
+            }
             let (response, error) = match op(claim).await {
                 Ok(response) => (response, None),
                 Err(e) => (e.error_response(), Some(e)),

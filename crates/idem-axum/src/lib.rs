@@ -56,6 +56,7 @@
 //! | handler answers 5xx | not recorded (the claim is released, a retry runs again); [`RecordPolicy::All`] records it |
 //! | response body over the limit (default 1 MiB) | served; retries get 500 `urn:idem:problem:response-not-recorded` (it ran: it does not run again) |
 //! | the client hangs up (or a timeout layer gives up) while the handler runs | nothing is cancelled: the handler runs to its end (on a task of its own once the connection is gone) and its response is recorded; the retry gets the replay, or 409 while it still runs |
+//! | the client hangs up before its claim was answered (a slow store) | the handler does not start for nobody: the claim is released as the store answers, and the retry runs it |
 //! | the handler panics | 500, `urn:idem:problem:handler-failed`; its outcome is unknown, so the key answers 409 until the claim's lease ends (10 s by default), then runs again |
 //! | the handler outlived its claim, which was taken over | 409, `urn:idem:problem:lease-lost`, `Retry-After` |
 //!

@@ -9,7 +9,7 @@ use futures_util::FutureExt as _;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use idem_core::{Call, Claim, Completion, Engine, Error, Execution};
-use idem_http::{spawn_on_tokio, Detached};
+use idem_http::{spawn_on_tokio, CallerGone, Detached};
 
 use crate::commit_response::{Handled, RunSlot};
 use crate::headers::IDEMPOTENT_REPLAYED;
@@ -25,8 +25,10 @@ use idem_http::Settings;
 /// layer above gave up), handed whole to a task of its own. The handler is
 /// never cancelled half-way: it runs to its end and its response is recorded
 /// whether or not anyone still listens, so the retry gets the replay (or 409
-/// while it still runs), never a second execution. A handler that panics
-/// answers 500; its claim is kept until the lease ends.
+/// while it still runs), never a second execution. A client that went away
+/// before the handler started (while the claim was being taken) has its
+/// claim released instead: nothing ran, and the retry runs it. A handler
+/// that panics answers 500; its claim is kept until the lease ends.
 pub(crate) async fn respond<F, Fut, R>(
     engine: Engine,
     call: Call,
@@ -40,7 +42,7 @@ where
 {
     let record = *call.record_id();
     let detached = Detached::new(
-        async move { run_recorded(&engine, &call, settings, handler).await },
+        |gone| async move { run_recorded(&engine, &call, settings, handler, gone).await },
         spawn_on_tokio,
     );
     if let Ok(Some(response)) = AssertUnwindSafe(detached).catch_unwind().await {
@@ -58,6 +60,7 @@ async fn run_recorded<F, Fut, R>(
     call: &Call,
     settings: Settings,
     handler: F,
+    gone: CallerGone,
 ) -> Response
 where
     F: FnOnce(Claim) -> Fut,
@@ -68,6 +71,10 @@ where
     let record_policy = settings.record;
     let result = engine
         .execute(call, |claim| async move {
+            if gone.before_start() {
+                // Nobody waits for this answer, and nothing has run.
+                return Completion::Release(Response::default());
+            }
             let slot = RunSlot::new(settings);
             let response = slot.run(handler(claim)).await.into_response();
             // The handler may have settled its record itself, in its own

@@ -1,8 +1,11 @@
 //! `Detached`: a future driven in place that, if dropped before it is done,
-//! finishes on a task of its own instead of being cancelled.
+//! finishes on a task of its own instead of being cancelled, and tells the
+//! future so (`CallerGone`).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Drives `F` in the caller's task (no task spawned on the common path); if
@@ -15,20 +18,52 @@ use std::task::{Context, Poll};
 /// only way to know it is to let it finish. Each adapter passes the spawn of
 /// its runtime (`tokio::spawn` for axum and tonic, `actix_web::rt::spawn`
 /// for actix-web's thread-local futures).
+///
+/// The future is made with a [`CallerGone`] that turns true when it is
+/// handed on, so that work that has not started yet (the handler, while the
+/// claim is still being taken) need not start for nobody: the adapters
+/// release such a claim instead of running the handler.
 pub struct Detached<F: Future + 'static> {
     /// `None` once done, or after a poll that panicked (a future that
     /// panicked must not be polled again).
     future: Option<Pin<Box<F>>>,
     spawn: fn(Pin<Box<F>>),
+    gone: CallerGone,
 }
 
 impl<F: Future + 'static> Detached<F> {
-    /// Drives `future`, handing it to `spawn` if dropped before it is done.
-    pub fn new(future: F, spawn: fn(Pin<Box<F>>)) -> Self {
+    /// Drives the future that `make` returns, handing it to `spawn` if
+    /// dropped before it is done; `make` gets the flag that says so.
+    pub fn new(make: impl FnOnce(CallerGone) -> F, spawn: fn(Pin<Box<F>>)) -> Self {
+        let gone = CallerGone::default();
         Self {
-            future: Some(Box::pin(future)),
+            future: Some(Box::pin(make(gone.clone()))),
             spawn,
+            gone,
         }
+    }
+}
+
+/// Whether the caller of a [`Detached`] future went away (the client hung
+/// up, or its deadline passed) and the future now runs for nobody.
+#[derive(Clone, Debug, Default)]
+pub struct CallerGone(Arc<AtomicBool>);
+
+impl CallerGone {
+    /// True once the caller went away.
+    pub fn is_gone(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Asked just before the handler would start, under its claim: true
+    /// (and logged) if the caller went away, in which case the adapter
+    /// releases the claim rather than run the handler for nobody.
+    pub fn before_start(&self) -> bool {
+        let gone = self.is_gone();
+        if gone {
+            tracing::debug!(target: "idem", decision = "released", "the caller went away before the handler started; nothing ran and the claim is released");
+        }
+        gone
     }
 }
 
@@ -55,6 +90,7 @@ impl<F: Future + 'static> Future for Detached<F> {
 impl<F: Future + 'static> Drop for Detached<F> {
     fn drop(&mut self) {
         if let Some(future) = self.future.take() {
+            self.gone.0.store(true, Ordering::Release);
             (self.spawn)(future);
         }
     }

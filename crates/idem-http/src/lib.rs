@@ -16,7 +16,7 @@ mod record;
 mod record_policy;
 mod settings;
 
-pub use detached::{spawn_on_tokio, Detached};
+pub use detached::{spawn_on_tokio, CallerGone, Detached};
 pub use fingerprint::{add_body, request_fingerprint};
 pub use headers::{is_json, key_from_values, KeyHeaderError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use problem::{not_recorded, Problem};

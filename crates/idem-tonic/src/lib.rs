@@ -30,6 +30,9 @@
 //!   its own and its outcome is recorded, so the retry gets it (after
 //!   `ABORTED` while it still runs). Releasing the claim instead would let
 //!   the retry run the method a second time after it may have taken effect.
+//!   A call whose deadline passes before its method started (while the
+//!   claim was being taken) is not started: its claim is released as the
+//!   store answers, and the retry runs the method.
 //! - **The claim** is in the request's extensions
 //!   (`request.extensions().get::<idem_core::Claim>()`), for the fencing
 //!   token.

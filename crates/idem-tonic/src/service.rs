@@ -14,7 +14,8 @@ use http::{HeaderValue, Request, Response};
 use http_body_util::{BodyExt as _, Full, LengthLimitError, Limited};
 use idem_core::{Call, Completion, Engine, Execution, Fingerprint};
 use idem_http::{
-    key_from_values, spawn_on_tokio, Detached, Problem, ProblemKind, IDEMPOTENT_REPLAYED,
+    key_from_values, spawn_on_tokio, CallerGone, Detached, Problem, ProblemKind,
+    IDEMPOTENT_REPLAYED,
 };
 use tonic::body::Body;
 use tower_service::Service;
@@ -141,7 +142,7 @@ where
 
     let record = *call.record_id();
     let detached = Detached::new(
-        run(inner, engine, call, Arc::clone(&config), parts, bytes),
+        |gone| run(inner, engine, call, Arc::clone(&config), parts, bytes, gone),
         spawn_on_tokio,
     );
     if let Ok(Some(answer)) = AssertUnwindSafe(detached).catch_unwind().await {
@@ -155,7 +156,8 @@ where
 }
 
 /// Runs the call through the engine and answers: the method's response, a
-/// replay, or an idem status.
+/// replay, or an idem status. A call whose client went away (its deadline
+/// passed) before the method started is not started: its claim is released.
 async fn run<S, B>(
     mut inner: S,
     engine: Engine,
@@ -163,6 +165,7 @@ async fn run<S, B>(
     config: Arc<Config>,
     mut parts: http::request::Parts,
     bytes: Bytes,
+    gone: CallerGone,
 ) -> Result<Response<Body>, S::Error>
 where
     S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
@@ -174,6 +177,11 @@ where
     let limit = config.max_response;
     let result = engine
         .execute(&call, |claim| async move {
+            if gone.before_start() {
+                // Nobody waits for this answer, and nothing has run.
+                let status = tonic::Status::cancelled("the caller went away before the method started");
+                return Completion::Release(Ok(status.into_http()));
+            }
             // The method may read its claim (for the fencing token), and may
             // hand over its open transaction (`commit_with_record`).
             let own = claim.clone();

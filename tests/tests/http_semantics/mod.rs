@@ -15,7 +15,7 @@ use std::time::Duration;
 use http::{header, HeaderValue, StatusCode};
 use idem_axum::RecordPolicy;
 use idem_core::{Engine, MemoryStore};
-use idem_tests::{send_and_hang_up, DownStore, HangUp};
+use idem_tests::{send_and_hang_up, DownStore, HangUp, SlowBegin};
 
 /// How many times the handlers ran.
 #[derive(Clone, Default)]
@@ -59,6 +59,11 @@ pub struct Adapter {
     /// (RFC 9110 §5.3: that order carries no meaning); the order of one
     /// name's values is kept everywhere.
     pub keeps_header_order: bool,
+    /// Whether the server drops a request whose client closed its socket
+    /// with a FIN while it waited for the answer. hyper does (it reads the
+    /// end of the stream); actix-web does only on RST, and with a FIN it
+    /// finishes the request as if the client were still there.
+    pub drops_on_fin: bool,
 }
 
 async fn start(adapter: Adapter, record: RecordPolicy) -> (String, Runs) {
@@ -82,6 +87,7 @@ macro_rules! table {
             duplicate_in_flight_is_409_with_retry_after,
             sixty_four_concurrent_duplicates_run_the_handler_once,
             client_that_hangs_up_mid_request_and_retries_gets_the_first_answer,
+            client_that_hangs_up_before_its_request_is_claimed_runs_nothing_and_its_retry_runs_once,
             store_down_is_503_with_retry_after_and_runs_nothing,
             server_errors_are_not_recorded_by_default,
             record_all_policy_records_server_errors,
@@ -387,6 +393,63 @@ pub async fn client_that_hangs_up_mid_request_and_retries_gets_the_first_answer(
         }
     }
     assert_eq!(runs.count(), 2, "the handler ran once per key");
+}
+
+pub async fn client_that_hangs_up_before_its_request_is_claimed_runs_nothing_and_its_retry_runs_once(
+    adapter: Adapter,
+) {
+    // The store takes 400 ms to answer a claim; the client gives up after
+    // 100 ms, before its request was claimed and before the handler started.
+    let slow = SlowBegin {
+        inner: MemoryStore::new(),
+        by: Duration::from_millis(400),
+    };
+    let runs = Runs::default();
+    let url = (adapter.start)(Engine::new(slow), runs.clone(), RecordPolicy::default()).await;
+    let addr = url.trim_start_matches("http://");
+    let mut ran = 0;
+    for (key, how) in [("early-rst", HangUp::Reset), ("early-fin", HangUp::Close)] {
+        send_and_hang_up(addr, "/echo", key, Duration::from_millis(100), how).await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let seen = matches!(how, HangUp::Reset) || adapter.drops_on_fin;
+        if seen {
+            // Long after the claim was answered: the handler did not run
+            // for a client that was gone, and the key is free again.
+            assert_eq!(
+                runs.count(),
+                ran,
+                "{how:?}: nothing ran for a client that left"
+            );
+        } else {
+            // The server never saw it go: the request ran to its end.
+            assert_eq!(
+                runs.count(),
+                ran + 1,
+                "{how:?}: it ran as if the client stayed"
+            );
+        }
+        ran += 1;
+        let r = post_json(
+            &format!("{url}/echo"),
+            Some(key.as_bytes()),
+            r#"{"amount":1}"#,
+        )
+        .await;
+        assert_eq!(r.status(), StatusCode::CREATED, "{how:?}");
+        assert_eq!(
+            r.headers().get("idempotent-replayed").is_some(),
+            !seen,
+            "{how:?}: the retry runs it if nothing ran, else replays it"
+        );
+        assert_eq!(runs.count(), ran, "{how:?}: run once in all");
+        let again = post_json(
+            &format!("{url}/echo"),
+            Some(key.as_bytes()),
+            r#"{"amount":1}"#,
+        )
+        .await;
+        assert_eq!(again.headers()["idempotent-replayed"], "true");
+    }
 }
 
 pub async fn store_down_is_503_with_retry_after_and_runs_nothing(adapter: Adapter) {
