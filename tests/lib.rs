@@ -117,14 +117,29 @@ impl Store for DownStore {
     }
 }
 
-/// A store that answers every begin `by` late (a store across a slow
-/// network, or under load), so that a client can give up while its claim is
-/// being taken; everything else goes straight to `inner`.
+/// A store that counts its begins and can answer each of them late (a store
+/// across a slow network, or under load, so that a client can give up while
+/// its claim is being taken); everything else goes straight to `inner`.
 pub struct SlowBegin<S> {
-    /// The store that decides.
-    pub inner: S,
-    /// How late each begin answers.
-    pub by: Duration,
+    inner: S,
+    by: Duration,
+    begins: std::sync::atomic::AtomicUsize,
+}
+
+impl<S> SlowBegin<S> {
+    /// Begins answer `by` late (`Duration::ZERO`: only counted).
+    pub fn new(inner: S, by: Duration) -> Self {
+        Self {
+            inner,
+            by,
+            begins: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// How many begins were asked.
+    pub fn begins(&self) -> usize {
+        self.begins.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 #[async_trait]
@@ -135,8 +150,12 @@ impl<S: Store> Store for SlowBegin<S> {
         fp: &Fingerprint,
         lease: Duration,
     ) -> Result<Begin, StoreError> {
+        self.begins
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let begun = self.inner.begin(id, fp, lease).await;
-        tokio::time::sleep(self.by).await;
+        if !self.by.is_zero() {
+            tokio::time::sleep(self.by).await;
+        }
         begun
     }
     async fn complete(

@@ -295,10 +295,7 @@ async fn a_client_whose_deadline_passes_before_its_debit_starts_is_not_debited_a
 ) {
     // The store takes 400 ms to answer a claim; the client's deadline is
     // 100 ms: it passes while the claim is being taken.
-    let slow = SlowBegin {
-        inner: MemoryStore::new(),
-        by: Duration::from_millis(400),
-    };
+    let slow = SlowBegin::new(MemoryStore::new(), Duration::from_millis(400));
     let ledger = Arc::new(MemoryLedger::default());
     let mut client = start(slow, ledger.clone(), Duration::ZERO).await;
     let mut first = debit("ivan", 1000, Some("early-deadline-1"));

@@ -6,55 +6,15 @@
 //! waiters: 100 waiters begin once each, where polling asks six times each.
 //! On Redis (the change published from the same script), twice each.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    async_trait, Begin, Call, Engine, Failure, Fingerprint, IdempotencyKey, Lease, MemoryStore,
-    OnInFlight, Outcome, Policy, Ran, RecordId, RecordInfo, Store, StoreError,
+    Call, Engine, Failure, Fingerprint, IdempotencyKey, MemoryStore, OnInFlight, Policy, Ran,
+    RecordId, Store,
 };
+use idem_tests::SlowBegin;
 use serde::{Deserialize, Serialize};
-
-/// A store, counting begins.
-struct Counted<S> {
-    inner: S,
-    begins: AtomicUsize,
-}
-
-#[async_trait]
-impl<S: Store> Store for Counted<S> {
-    async fn begin(
-        &self,
-        id: &RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.begins.fetch_add(1, Ordering::SeqCst);
-        self.inner.begin(id, fp, lease).await
-    }
-    async fn complete(
-        &self,
-        id: &RecordId,
-        l: &Lease,
-        o: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.inner.complete(id, l, o, ttl).await
-    }
-    async fn release(&self, id: &RecordId, l: &Lease) -> Result<(), StoreError> {
-        self.inner.release(id, l).await
-    }
-    async fn renew(&self, id: &RecordId, l: &Lease, d: Duration) -> Result<Lease, StoreError> {
-        self.inner.renew(id, l, d).await
-    }
-    fn wakes(&self) -> bool {
-        self.inner.wakes()
-    }
-    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
-        self.inner.changed(id, within).await
-    }
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Busy;
@@ -91,10 +51,7 @@ async fn hundred_waiters_on<S: Store>(
     first: Result<u32, Busy>,
     work: Duration,
 ) -> (Vec<(Result<Ran<u32>, String>, Duration)>, usize) {
-    let store = Arc::new(Counted {
-        inner,
-        begins: AtomicUsize::new(0),
-    });
+    let store = Arc::new(SlowBegin::new(inner, Duration::ZERO));
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_secs(10)));
     let start = tokio::time::Instant::now();
@@ -132,7 +89,7 @@ async fn hundred_waiters_on<S: Store>(
     for w in waiters {
         answers.push(w.await.expect("waiter"));
     }
-    (answers, store.begins.load(Ordering::SeqCst))
+    (answers, store.begins())
 }
 
 #[tokio::test(start_paused = true)]
