@@ -298,13 +298,13 @@ async fn a_client_whose_deadline_passes_before_its_debit_starts_is_not_debited_a
     let slow = SlowBegin::new(MemoryStore::new(), Duration::from_millis(400));
     let ledger = Arc::new(MemoryLedger::default());
     let mut client = start(slow, ledger.clone(), Duration::ZERO).await;
-    let mut first = debit("ivan", 1000, Some("early-deadline-1"));
-    first.set_timeout(Duration::from_millis(100));
-    let cancelled = client.debit(first).await.expect_err("deadline");
-    assert!(
-        matches!(cancelled.code(), Code::DeadlineExceeded | Code::Cancelled),
-        "{cancelled:?}"
-    );
+    debit_past_its_deadline(
+        &mut client,
+        "ivan",
+        "early-deadline-1",
+        Duration::from_millis(100),
+    )
+    .await;
     // Long after the claim was answered: no debit for a call that was
     // over, and the key is free again.
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -331,9 +331,16 @@ async fn a_client_whose_deadline_passes_before_its_debit_starts_is_not_debited_a
     assert_eq!(balance(&mut client, "ivan").await, 9000, "debited once");
 }
 
-async fn deadline_passes_mid_debit(mut client: LedgerClient<Channel>) {
-    let mut first = debit("grace", 1000, Some("deadline-1"));
-    first.set_timeout(Duration::from_millis(200));
+/// Debits 1000 from `account` under `key` with a deadline of `deadline`,
+/// which passes before the answer.
+async fn debit_past_its_deadline(
+    client: &mut LedgerClient<Channel>,
+    account: &str,
+    key: &str,
+    deadline: Duration,
+) {
+    let mut first = debit(account, 1000, Some(key));
+    first.set_timeout(deadline);
     let cancelled = client.debit(first).await.expect_err("deadline");
     // tonic's client reports its own timeout as CANCELLED, a server-side
     // deadline as DEADLINE_EXCEEDED: whichever fires first.
@@ -341,6 +348,16 @@ async fn deadline_passes_mid_debit(mut client: LedgerClient<Channel>) {
         matches!(cancelled.code(), Code::DeadlineExceeded | Code::Cancelled),
         "{cancelled:?}"
     );
+}
+
+async fn deadline_passes_mid_debit(mut client: LedgerClient<Channel>) {
+    debit_past_its_deadline(
+        &mut client,
+        "grace",
+        "deadline-1",
+        Duration::from_millis(200),
+    )
+    .await;
     // The debit was not cancelled with the call: the retry waits for it
     // (ABORTED, in flight) and then gets its receipt, not a second debit.
     let receipt = retry_until_final(&mut client, "grace", 1000, "deadline-1")
