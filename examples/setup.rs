@@ -29,13 +29,11 @@ pub async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
     let store = RedisStore::connect(url)
         .await
         .map_err(|e| format!("REDIS_URL: {e}"))?;
-    let ledger = RedisLedger::connect(url, "payments:balance:")
+    let store = store.with_prefix("payments:idem:");
+    let ledger = RedisLedger::connect(url, &store, "payments:balance:")
         .await
         .map_err(|e| format!("REDIS_URL: cannot open the ledger: {:?}", e.kind()))?;
-    Ok((
-        Engine::new(store.with_prefix("payments:idem:")),
-        Arc::new(ledger),
-    ))
+    Ok((Engine::new(store), Arc::new(ledger)))
 }
 
 /// Records and balances in PostgreSQL at `url` (schema `PG_SCHEMA`,
@@ -72,13 +70,16 @@ pub async fn from_env() -> Result<(&'static str, Engine, Arc<dyn Ledger>), Strin
         (Ok(_), Ok(_)) => return Err("set REDIS_URL or DATABASE_URL, not both".into()),
         (Ok(url), Err(_)) => ("redis", redis(&url).await?),
         (Err(_), Ok(url)) => ("postgres", postgres(&url).await?),
-        (Err(_), Err(_)) => (
-            "memory",
+        (Err(_), Err(_)) => {
+            let store = MemoryStore::new();
             (
-                Engine::new(MemoryStore::new()),
-                Arc::new(MemoryLedger::default()) as Arc<dyn Ledger>,
-            ),
-        ),
+                "memory",
+                (
+                    Engine::new(store.clone()),
+                    Arc::new(MemoryLedger::new(&store)) as Arc<dyn Ledger>,
+                ),
+            )
+        }
     };
     Ok((name, engine, ledger))
 }

@@ -16,8 +16,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use idem_axum::idempotent;
-use idem_core::{Claim, Engine};
+use idem_core::{Claim, Engine, MemoryStore};
 use idem_postgres::{PgStore, PgTransaction};
+use idem_redis::RedisStore;
 use serde::{Deserialize, Serialize};
 use sqlx::AssertSqlSafe;
 
@@ -90,19 +91,35 @@ pub enum LedgerError {
     Unavailable(String),
 }
 
-/// Balances in this process's memory.
-#[derive(Default)]
+/// Balances in this process's memory, next to the idempotency records of
+/// the same [`MemoryStore`]: a debit is applied in a
+/// [`MemoryTransaction`](idem_core::MemoryTransaction), together with its
+/// record and only while its claim holds.
 pub struct MemoryLedger {
-    balances: Mutex<HashMap<String, u64>>,
+    store: MemoryStore,
+    balances: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+impl MemoryLedger {
+    /// A ledger whose debits commit with their records in `store` (the
+    /// engine's store).
+    pub fn new(store: &MemoryStore) -> Self {
+        Self {
+            store: store.clone(),
+            balances: Arc::default(),
+        }
+    }
+
+    fn read(&self, account: &str) -> u64 {
+        let balances = self.balances.lock().unwrap_or_else(PoisonError::into_inner);
+        balances.get(account).copied().unwrap_or(OPENING_BALANCE)
+    }
 }
 
 #[idem_core::async_trait]
 impl Ledger for MemoryLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
-        let mut balances = self.balances.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(*balances
-            .entry(account.to_owned())
-            .or_insert(OPENING_BALANCE))
+        Ok(self.read(account))
     }
 
     async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
@@ -119,12 +136,60 @@ impl Ledger for MemoryLedger {
         *balance -= amount;
         Ok(*balance)
     }
+
+    async fn debit_and_record(
+        &self,
+        account: &str,
+        amount: u64,
+        claim: &Claim,
+        respond: Respond<'_>,
+    ) -> Response {
+        loop {
+            let seen = self.read(account);
+            let result = checked_debit(seen, amount);
+            let mut tx = self.store.transaction();
+            let (balances, id) = (Arc::clone(&self.balances), account.to_owned());
+            tx.check("the account's balance", move || {
+                let balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
+                balances.get(&id).copied().unwrap_or(OPENING_BALANCE) == seen
+            });
+            if let Ok(after) = result {
+                let (balances, id) = (Arc::clone(&self.balances), account.to_owned());
+                tx.write(move || {
+                    let mut balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
+                    balances.insert(id, after);
+                });
+            }
+            // The debit lands with its recorded answer, and only while the
+            // claim holds; another debit of the account in between: again.
+            match idem_axum::try_commit_response(tx, claim, respond(result)).await {
+                Ok(response) => return response,
+                Err(idem_axum::Conflict(_)) => {}
+            }
+        }
+    }
 }
 
-/// Balances in Redis, shared by every instance of the service. Each debit is
-/// one script call, so concurrent debits of one account never interleave.
+/// The balance after debiting `amount` from `balance`, or why not.
+fn checked_debit(balance: u64, amount: u64) -> Result<u64, LedgerError> {
+    balance
+        .checked_sub(amount)
+        .ok_or(LedgerError::InsufficientFunds { balance, amount })
+}
+
+/// Balances in Redis, shared by every instance of the service, in the
+/// Redis of the idempotency records: a debit is written in a
+/// [`RedisTransaction`](idem_redis::RedisTransaction), applied in one script
+/// call together with its record and only while its claim holds.
+///
+/// Not on Redis Cluster: there an account's balance and each debit's record
+/// hash to different slots and cannot share a script call, so a debit is
+/// applied on its own (a holder that stalls past its lease can then debit
+/// twice). Keep such balances where the record can commit with them
+/// (PostgreSQL), or key them by the record ([`RedisStore::tagged_key`]).
 #[derive(Clone)]
 pub struct RedisLedger {
+    store: RedisStore,
     connection: redis::aio::ConnectionManager,
     prefix: String,
     debit: Arc<redis::Script>,
@@ -140,11 +205,17 @@ return {1, balance}
 ";
 
 impl RedisLedger {
-    /// Connects to Redis; balances live under `prefix` (`payments:balance:`, say).
-    pub async fn connect(url: &str, prefix: &str) -> Result<Self, redis::RedisError> {
+    /// Connects to Redis at `url` (the server of `store`, the engine's
+    /// store); balances live under `prefix` (`payments:balance:`, say).
+    pub async fn connect(
+        url: &str,
+        store: &RedisStore,
+        prefix: &str,
+    ) -> Result<Self, redis::RedisError> {
         let client = redis::Client::open(url)?;
         let connection = redis::aio::ConnectionManager::new(client).await?;
         Ok(Self {
+            store: store.clone(),
             connection,
             prefix: prefix.to_owned(),
             debit: Arc::new(redis::Script::new(REDIS_DEBIT)),
@@ -158,6 +229,17 @@ impl RedisLedger {
 
 fn unavailable(e: &redis::RedisError) -> LedgerError {
     LedgerError::Unavailable(format!("redis: {:?}", e.kind()))
+}
+
+/// A balance as Redis holds it (decimal digits), absent for a new account.
+fn parse_balance(read: Option<&[u8]>) -> Result<u64, LedgerError> {
+    let Some(bytes) = read else {
+        return Ok(OPENING_BALANCE);
+    };
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| LedgerError::Unavailable("redis: a balance that is not a number".into()))
 }
 
 #[idem_core::async_trait]
@@ -184,6 +266,38 @@ impl Ledger for RedisLedger {
             Ok(balance)
         } else {
             Err(LedgerError::InsufficientFunds { balance, amount })
+        }
+    }
+
+    async fn debit_and_record(
+        &self,
+        account: &str,
+        amount: u64,
+        claim: &Claim,
+        respond: Respond<'_>,
+    ) -> Response {
+        if self.store.is_cluster() {
+            // An account's balance is not in the slot of each debit's
+            // record, so they cannot commit together on a cluster: the
+            // debit is applied alone and the engine records it after.
+            return respond(self.debit(account, amount).await);
+        }
+        let key = self.key(account);
+        loop {
+            let mut tx = self.store.transaction();
+            let result = match tx.get(&key).await {
+                Ok(read) => parse_balance(read.as_deref()).and_then(|b| checked_debit(b, amount)),
+                Err(e) => Err(LedgerError::Unavailable(format!("redis: {e}"))),
+            };
+            if let Ok(after) = result {
+                tx.set(key.as_str(), after.to_string());
+            }
+            // One script call: the debit and its recorded answer, only while
+            // the claim holds; another debit of the account in between: again.
+            match idem_axum::try_commit_response(tx, claim, respond(result)).await {
+                Ok(response) => return response,
+                Err(idem_axum::Conflict(_)) => {}
+            }
         }
     }
 }

@@ -32,6 +32,7 @@ use axum::{Json, Router};
 use idem_core::{Engine, MemoryStore, Policy};
 use idem_examples::payments::{
     invalid_account, invalid_amount, router, App, Debit, Ledger, MemoryLedger, PgLedger, Receipt,
+    RedisLedger,
 };
 use idem_postgres::PgStore;
 
@@ -59,13 +60,15 @@ end
 
 fn app() -> App {
     // Records are kept 24 hours: room for every request of the run.
-    app_on(Engine::new(
-        MemoryStore::builder().max_bytes(16 << 30).build(),
-    ))
+    app_on(MemoryStore::builder().max_bytes(16 << 30).build())
 }
 
-fn app_on(engine: Engine) -> App {
-    app_with(engine, Arc::new(MemoryLedger::default()))
+/// The payments app on `store`, its balances beside the records.
+fn app_on(store: MemoryStore) -> App {
+    app_with(
+        Engine::new(store.clone()),
+        Arc::new(MemoryLedger::new(&store)),
+    )
 }
 
 fn app_with(engine: Engine, ledger: Arc<dyn Ledger>) -> App {
@@ -196,7 +199,7 @@ async fn redis_pair() -> Result<(String, String), String> {
     let naive = Router::new()
         .route("/accounts/{id}/debits", post(naive_debit::<RedisKeys>))
         .with_state(Naive {
-            app: app_on(Engine::new(MemoryStore::new())),
+            app: app_on(MemoryStore::new()),
             keys: RedisKeys {
                 redis,
                 prefix: format!("{run}naive:"),
@@ -207,10 +210,15 @@ async fn redis_pair() -> Result<(String, String), String> {
         .map_err(|e| e.to_string())?
         .with_prefix(&format!("{run}idem:"));
     // Records of this run expire after 10 minutes (and are deleted at the end).
-    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+    let engine =
+        Engine::new(store.clone()).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+    // Balances in Redis too, each debit committed with its record.
+    let ledger = RedisLedger::connect(&url, &store, &format!("{run}balance:"))
+        .await
+        .map_err(|e| format!("redis at {url}: {e}"))?;
     Ok((
         idem_tests::serve(naive).await,
-        idem_tests::serve(router(app_on(engine))).await,
+        idem_tests::serve(router(app_with(engine, Arc::new(ledger)))).await,
     ))
 }
 
@@ -605,7 +613,7 @@ async fn actix_debit(
 /// The actix-web debit without idem and with `idem_actix::Idempotency`.
 fn actix_pair() -> [String; 2] {
     let serve = |with_idem: bool| {
-        let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::default());
+        let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(&MemoryStore::new()));
         let engine = Engine::new(MemoryStore::builder().max_bytes(16 << 30).build());
         idem_tests::serve_actix(move || {
             // Both wrapped, so that only idem differs.
@@ -638,7 +646,7 @@ async fn grpc_pair() -> Result<[String; 2], String> {
             listener.local_addr().map_err(|e| e.to_string())?
         );
         let payments = Payments {
-            ledger: Arc::new(MemoryLedger::default()),
+            ledger: Arc::new(MemoryLedger::new(&MemoryStore::new())),
             debit_delay: Duration::ZERO,
         };
         let incoming = tonic::transport::server::TcpIncoming::from(listener);

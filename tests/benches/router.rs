@@ -30,8 +30,9 @@ fn app() -> App {
         .purge_interval(Some(Duration::from_secs(1)))
         .build();
     App {
-        engine: Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(2))),
-        ledger: Arc::new(MemoryLedger::default()),
+        engine: Engine::new(store.clone())
+            .with_policy(Policy::default().ttl(Duration::from_secs(2))),
+        ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
     }
 }

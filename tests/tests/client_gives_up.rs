@@ -162,25 +162,19 @@ async fn hang_ups_never_debit_twice(addr: String, tries: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_hang_up_and_retry_are_debited_once_on_memory() {
-    let addr = start(
-        idem_core::MemoryStore::new(),
-        Arc::new(MemoryLedger::default()),
-    )
-    .await;
+    let store = idem_core::MemoryStore::new();
+    let addr = start(store.clone(), Arc::new(MemoryLedger::new(&store))).await;
     hang_ups_never_debit_twice(addr, 300).await;
 }
 
 /// Hang-ups and retries with the records in `store` (under `prefix`) and
 /// the balances in Redis, as the payments example keeps them.
 async fn on_redis(store: idem_redis::RedisStore, prefix: &str) {
-    let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
+    let store = store.with_prefix(&format!("{prefix}idem:"));
+    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
         .await
         .expect("redis ledger");
-    let addr = start(
-        store.with_prefix(&format!("{prefix}idem:")),
-        Arc::new(ledger),
-    )
-    .await;
+    let addr = start(store, Arc::new(ledger)).await;
     hang_ups_never_debit_twice(addr, 300).await;
 }
 

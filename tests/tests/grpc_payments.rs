@@ -44,7 +44,7 @@ async fn start(
 async fn on_memory(debit_delay: Duration) -> LedgerClient<Channel> {
     start(
         MemoryStore::new(),
-        Arc::new(MemoryLedger::default()),
+        Arc::new(MemoryLedger::new(&MemoryStore::new())),
         debit_delay,
     )
     .await
@@ -185,7 +185,7 @@ async fn thirty_two_concurrent_duplicates_debit_once_on_redis() {
         .await
         .expect("redis")
         .with_prefix(&format!("{prefix}idem:"));
-    let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
+    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
         .await
         .expect("redis ledger");
     let client = start(store, Arc::new(ledger), Duration::from_millis(200)).await;
@@ -254,7 +254,7 @@ async fn a_debit_without_a_valid_key_is_invalid_argument_and_debits_nothing() {
 
 #[tokio::test]
 async fn store_down_is_unavailable_with_retry_info_and_debits_nothing() {
-    let ledger = Arc::new(MemoryLedger::default());
+    let ledger = Arc::new(MemoryLedger::new(&MemoryStore::new()));
     let mut client = start(DownStore, ledger.clone(), Duration::ZERO).await;
     let down = client
         .debit(debit("frank", 1000, Some("down-1")))
@@ -296,7 +296,7 @@ async fn a_client_whose_deadline_passes_before_its_debit_starts_is_not_debited_a
     // The store takes 400 ms to answer a claim; the client's deadline is
     // 100 ms: it passes while the claim is being taken.
     let slow = SlowBegin::new(MemoryStore::new(), Duration::from_millis(400));
-    let ledger = Arc::new(MemoryLedger::default());
+    let ledger = Arc::new(MemoryLedger::new(&MemoryStore::new()));
     let mut client = start(slow, ledger.clone(), Duration::ZERO).await;
     debit_past_its_deadline(
         &mut client,
@@ -457,7 +457,6 @@ async fn insufficient_funds_is_recorded_and_replayed() {
 }
 
 /// A ledger whose first debit fails as an unreachable database would.
-#[derive(Default)]
 struct FailsOnce {
     inner: MemoryLedger,
     debits: AtomicUsize,
@@ -480,7 +479,10 @@ impl Ledger for FailsOnce {
 async fn a_ledger_failure_is_not_recorded_so_the_retry_debits() {
     let mut client = start(
         MemoryStore::new(),
-        Arc::new(FailsOnce::default()),
+        Arc::new(FailsOnce {
+            inner: MemoryLedger::new(&MemoryStore::new()),
+            debits: AtomicUsize::new(0),
+        }),
         Duration::ZERO,
     )
     .await;

@@ -158,7 +158,7 @@ async fn a_service_running_far_past_the_bound_never_answers_503() {
     let store = MemoryStore::builder().max_bytes(256 << 10).build();
     let url = idem_tests::serve(router(App {
         engine: Engine::new(store.clone()),
-        ledger: Arc::new(MemoryLedger::default()),
+        ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
     }))
     .await;

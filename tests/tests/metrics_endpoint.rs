@@ -32,9 +32,10 @@ fn value(scrape: &str, line_start: &str) -> Option<f64> {
 #[tokio::test]
 async fn a_scrape_shows_each_decision_and_the_store_s_latency() {
     let metrics = serve(idem_examples::metrics::router().expect("recorder")).await;
+    let store = MemoryStore::new();
     let url = serve(router(App {
-        engine: Engine::new(MemoryStore::new()),
-        ledger: Arc::new(MemoryLedger::default()),
+        engine: Engine::new(store.clone()),
+        ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
     }))
     .await;

@@ -13,9 +13,10 @@ use idem_tests::serve;
 use serde_json::Value;
 
 async fn start(debit_delay: Duration) -> (String, String) {
+    let store = MemoryStore::new();
     let app = App {
-        engine: Engine::new(MemoryStore::new()),
-        ledger: Arc::new(MemoryLedger::default()),
+        engine: Engine::new(store.clone()),
+        ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay,
     };
     let admin = serve(idem_axum::admin_router(app.engine.clone())).await;

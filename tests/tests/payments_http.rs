@@ -10,10 +10,16 @@ use idem_core::{Engine, MemoryStore, Store};
 use idem_examples::payments::{router, Account, App, MemoryLedger, Receipt};
 use idem_tests::{serve, DownStore};
 
-async fn start(store: impl Store, delay: Duration) -> String {
+async fn start(store: MemoryStore, delay: Duration) -> String {
+    start_on(store.clone(), &store, delay).await
+}
+
+/// The service with its records in `store` and its balances beside the
+/// records of `ledger` (the memory store `store` wraps, if it does).
+async fn start_on(store: impl Store, ledger: &MemoryStore, delay: Duration) -> String {
     serve(router(App {
         engine: Engine::new(store),
-        ledger: Arc::new(MemoryLedger::default()),
+        ledger: Arc::new(MemoryLedger::new(ledger)),
         debit_delay: delay,
     }))
     .await
@@ -187,7 +193,7 @@ async fn key_length_limit_and_reencoded_body() {
 
 #[tokio::test]
 async fn a_store_that_fails_gives_503_and_no_debit() {
-    let url = start(DownStore, Duration::ZERO).await;
+    let url = start_on(DownStore, &MemoryStore::new(), Duration::ZERO).await;
     let c = reqwest::Client::new();
     let r = debit(&c, &url, "gina", "down", r#"{"amount":1000}"#).await;
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -351,9 +357,10 @@ async fn clients_that_stop_mid_headers_are_disconnected() {
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("address");
+    let store = MemoryStore::new();
     let app = router(App {
-        engine: Engine::new(MemoryStore::new()),
-        ledger: Arc::new(MemoryLedger::default()),
+        engine: Engine::new(store.clone()),
+        ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
     });
     tokio::spawn(idem_examples::serve::serve(

@@ -15,7 +15,7 @@ async fn instance(prefix: &str, delay: Duration) -> String {
         .await
         .expect("redis")
         .with_prefix(&format!("{prefix}idem:"));
-    let ledger = RedisLedger::connect(&redis_url(), &format!("{prefix}balance:"))
+    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
         .await
         .expect("redis ledger");
     serve(router(App {

@@ -51,13 +51,14 @@ async fn debit(
         .map_err(db)?;
     }
     let receipt = format!("debited by {holder}");
-    // If the claim was lost, this fails, the error returns, and the
-    // transaction (with the ledger row) rolls back on drop.
-    store
-        .complete_result_in_transaction(&mut tx, claim, &Ok::<_, DebitError>(receipt.clone()))
+    // If the claim was lost, this fails and the transaction (with the
+    // ledger row) is rolled back.
+    let outcome = idem_core::encode_result(&Ok::<_, DebitError>(&receipt))
+        .map_err(|e| DebitError::Database(e.to_string()))?;
+    claim
+        .commit(tx, &outcome)
         .await
         .map_err(|_| DebitError::LeaseLost)?;
-    tx.commit().await.map_err(db)?;
     Ok(receipt)
 }
 
@@ -149,19 +150,12 @@ async fn transactional_completion_rolls_back_with_the_transaction() {
         .run(&c, |claim| {
             let store = store.clone();
             async move {
-                let mut tx = store
-                    .pool()
-                    .begin()
+                let tx = store
+                    .begin_transaction()
                     .await
                     .map_err(|e| DebitError::Database(e.to_string()))?;
-                store
-                    .complete_result_in_transaction(&mut tx, &claim, &Ok::<_, DebitError>(1u8))
-                    .await
-                    .map_err(|_| DebitError::LeaseLost)?;
-                // The business logic fails after the completion: roll back.
-                tx.rollback()
-                    .await
-                    .map_err(|e| DebitError::Database(e.to_string()))?;
+                // The business logic fails: roll back, nothing is recorded.
+                claim.roll_back(tx).await;
                 Err::<u8, _>(DebitError::Database("constraint violated".into()))
             }
         })

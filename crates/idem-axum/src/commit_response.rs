@@ -1,74 +1,29 @@
 //! `commit_response`: a handler's response recorded in the handler's own
 //! database transaction, committed with its writes or not at all.
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
-
 use axum::response::{IntoResponse, Response};
-use idem_core::{Claim, StoreTransaction};
+use idem_core::{Claim, CommitError, StoreTransaction};
 
 use crate::problem::Problem;
 use crate::record::{self, not_recorded, Buffered};
 use idem_http::Settings;
 
 tokio::task_local! {
-    /// The run of the handler this task is in: its settings, and how the
-    /// handler settled its record.
-    static RUN: Arc<RunSlot>;
+    /// The settings of the route whose handler this task runs.
+    static RUN: Settings;
 }
 
-/// How a handler settled its claim itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Handled {
-    /// Its response was recorded in the transaction that committed.
-    Recorded,
-    /// Whether its writes committed is unknown, or its claim was lost: the
-    /// claim is left to its lease.
-    Kept,
-    /// Nothing of it was committed: the claim can go at once.
-    Released,
+/// Runs the handler's future with the route's `settings` at hand for
+/// [`commit_response`].
+pub(crate) async fn with_settings<F: std::future::Future>(settings: Settings, handler: F) -> F::Output {
+    RUN.scope(settings, handler).await
 }
 
-/// What `respond` shares with `commit_response` while a handler runs.
+/// What the transaction read changed before it could commit
+/// ([`try_commit_response`]): nothing was applied, and the claim is still
+/// held. Read again, recompute the response, and commit a new transaction.
 #[derive(Debug)]
-pub(crate) struct RunSlot {
-    settings: Settings,
-    handled: AtomicU8,
-}
-
-impl RunSlot {
-    pub(crate) fn new(settings: Settings) -> Arc<Self> {
-        Arc::new(Self {
-            settings,
-            handled: AtomicU8::new(0),
-        })
-    }
-
-    /// Runs the handler's future in this slot.
-    pub(crate) async fn run<F: Future>(self: &Arc<Self>, handler: F) -> F::Output {
-        RUN.scope(Arc::clone(self), handler).await
-    }
-
-    /// How the handler settled its claim, if it did.
-    pub(crate) fn handled(&self) -> Option<Handled> {
-        match self.handled.load(Ordering::SeqCst) {
-            1 => Some(Handled::Recorded),
-            2 => Some(Handled::Kept),
-            3 => Some(Handled::Released),
-            _ => None,
-        }
-    }
-
-    fn set(&self, handled: Handled) {
-        let n = match handled {
-            Handled::Recorded => 1,
-            Handled::Kept => 2,
-            Handled::Released => 3,
-        };
-        self.handled.store(n, Ordering::SeqCst);
-    }
-}
+pub struct Conflict(pub idem_core::CommitError);
 
 /// Records `response` under `claim` inside `tx`, the handler's own open
 /// transaction, commits, and returns the response: the handler's writes and
@@ -122,51 +77,72 @@ impl RunSlot {
 /// # use axum::response::IntoResponse;
 /// ```
 pub async fn commit_response<T: StoreTransaction>(
-    mut tx: T,
+    tx: T,
     claim: &Claim,
     response: impl IntoResponse,
 ) -> Response {
-    let response = response.into_response();
-    let slot = RUN.try_with(Arc::clone).ok();
-    let settings = slot.as_ref().map_or_else(Settings::default, |s| s.settings);
-    let settle = |handled| {
-        if let Some(slot) = &slot {
-            slot.set(handled);
+    match try_commit_response(tx, claim, response).await {
+        Ok(response) => response,
+        Err(Conflict(_)) => {
+            // Nothing was applied: the claim goes, and the retry runs again.
+            claim.roll_back(NoWrites).await;
+            Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response()
         }
-    };
+    }
+}
+
+/// [`commit_response`] for an optimistic store's transaction (Redis,
+/// memory), whose commit also checks that what the handler read is
+/// unchanged: on [`Conflict`] nothing was applied and the claim is still
+/// held, so read again, recompute the response and commit a new
+/// transaction.
+pub async fn try_commit_response<T: StoreTransaction>(
+    tx: T,
+    claim: &Claim,
+    response: impl IntoResponse,
+) -> Result<Response, Conflict> {
+    let response = response.into_response();
+    let settings = RUN.try_with(|s| *s).unwrap_or_default();
     if !settings.record.records(response.status().as_u16()) {
-        rollback(tx).await;
-        settle(Handled::Released);
-        return response;
+        claim.roll_back(tx).await;
+        return Ok(response);
     }
     let limit = settings.max_response_body;
     let (response, outcome) = match record::buffer(response, limit).await {
         Buffered::Whole(response, outcome) => (response, outcome),
         Buffered::NotRecordable(response) => (response, not_recorded(limit)),
     };
-    if let Err(e) = tx.complete(claim, &outcome).await {
-        rollback(tx).await;
-        if e.is_lease_lost() {
-            // Another attempt holds the key now: its outcome, not ours.
-            settle(Handled::Kept);
-            return Problem::from(idem_http::Problem::lease_lost_rolled_back()).into_response();
+    match claim.commit(tx, &outcome).await {
+        Ok(()) => Ok(response),
+        Err(e @ CommitError::Conflict(_)) => Err(Conflict(e)),
+        // Another attempt holds the key now: its outcome, not ours.
+        Err(CommitError::LeaseLost) => {
+            Ok(Problem::from(idem_http::Problem::lease_lost_rolled_back()).into_response())
         }
-        tracing::warn!(target: "idem", record = %claim.record_id(), error = %e, "the response could not be recorded in the transaction; rolled back");
-        settle(Handled::Released);
-        return Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response();
+        Err(CommitError::Uncertain(_)) => {
+            Ok(Problem::from(idem_http::Problem::commit_uncertain()).into_response())
+        }
+        Err(_) => Ok(Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response()),
     }
-    if let Err(e) = tx.commit().await {
-        tracing::error!(target: "idem", record = %claim.record_id(), error = %e, "the transaction with the recorded response failed to commit; whether it committed is unknown, so the claim is kept until its lease ends");
-        settle(Handled::Kept);
-        return Problem::from(idem_http::Problem::commit_uncertain()).into_response();
-    }
-    settle(Handled::Recorded);
-    response
 }
 
-async fn rollback<T: StoreTransaction>(tx: T) {
-    if let Err(e) = tx.rollback().await {
-        // The server rolls back a transaction whose connection is gone.
-        tracing::warn!(target: "idem", error = %e, "rollback failed");
+/// A transaction with nothing in it, to settle a claim whose own
+/// transaction is gone.
+struct NoWrites;
+
+#[idem_core::async_trait]
+impl StoreTransaction for NoWrites {
+    async fn complete(
+        &mut self,
+        _claim: &Claim,
+        _outcome: &idem_core::Outcome,
+    ) -> Result<(), idem_core::StoreError> {
+        Ok(())
+    }
+    async fn commit(self) -> Result<(), idem_core::StoreError> {
+        Ok(())
+    }
+    async fn rollback(self) -> Result<(), idem_core::StoreError> {
+        Ok(())
     }
 }

@@ -87,7 +87,7 @@ mod respond;
 mod service;
 
 pub use admin::admin_router;
-pub use commit_response::commit_response;
+pub use commit_response::{commit_response, try_commit_response, Conflict};
 pub use extract::Idempotent;
 pub use handler_input::PER_ATTEMPT_HEADERS;
 pub use headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};

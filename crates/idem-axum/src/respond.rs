@@ -11,7 +11,7 @@ use http::HeaderValue;
 use idem_core::{Call, Claim, Completion, Engine, Error, Execution};
 use idem_http::{spawn_on_tokio, CallerGone, Detached};
 
-use crate::commit_response::{Handled, RunSlot};
+use crate::commit_response::with_settings;
 use crate::headers::IDEMPOTENT_REPLAYED;
 use crate::problem::Problem;
 use crate::record::{self, not_recorded, Buffered};
@@ -75,15 +75,14 @@ where
                 // Nobody waits for this answer, and nothing has run.
                 return Completion::Release(Response::default());
             }
-            let slot = RunSlot::new(settings);
-            let response = slot.run(handler(claim)).await.into_response();
-            // The handler may have settled its record itself, in its own
-            // transaction (`commit_response`): nothing is encoded again.
-            match slot.handled() {
-                Some(Handled::Recorded) => return Completion::Recorded(response),
-                Some(Handled::Kept) => return Completion::Keep(response),
-                Some(Handled::Released) => return Completion::Release(response),
-                None => {}
+            let settled = claim.clone();
+            let response = with_settings(settings, handler(claim))
+                .await
+                .into_response();
+            // The handler settled its record itself, in its own transaction
+            // (`commit_response`): the engine knows, nothing is encoded again.
+            if settled.is_settled() {
+                return Completion::Keep(response);
             }
             if !record_policy.records(response.status().as_u16()) {
                 return Completion::Release(response);

@@ -1,45 +1,93 @@
 //! `Claim`: the right to run an operation, held while it runs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::key::RecordId;
+use crate::key::{downstream_key, IdempotencyKey, RecordId, Scope};
 use crate::store::{FencingToken, Lease};
 
 /// The claim an operation runs under, handed to the operation.
 ///
-/// Pass [`fencing_token`](Self::fencing_token) to downstream systems so that
-/// they can refuse a holder whose claim was taken over. A store that supports it
-/// can complete the record inside the operation's own database transaction with
-/// this claim (see `idem-postgres`); the store then marks the claim
-/// ([`mark_completed_externally`](Self::mark_completed_externally)) and the
-/// engine skips its own completion.
+/// A claim protects the record: once it is lost (the lease ran out and
+/// another attempt took the record over, or an operator force-removed it),
+/// its holder can no longer complete, release or renew. It cannot by itself
+/// stop an effect that is already on its way. Every effect of the operation
+/// needs one of three tools, so that a holder that lost its claim does not
+/// take effect a second time beside the attempt that took over:
+///
+/// - **the effect commits with the record**: the operation writes through a
+///   [`StoreTransaction`](crate::StoreTransaction) of its store (PostgreSQL,
+///   Redis or memory) and hands it to [`commit`](Self::commit), which records
+///   the outcome in it and applies both only while the claim holds;
+/// - **a key for the downstream call**: [`downstream_key`](Self::downstream_key)
+///   is the same for every attempt at this request, takeovers included, so an
+///   idempotent downstream service (a payment provider) deduplicates the
+///   repeat;
+/// - **the fencing token**: [`fencing_token`](Self::fencing_token) grows with
+///   each claim of the record, so a resource that remembers the highest token
+///   it saw refuses a late holder.
 #[derive(Clone, Debug)]
 pub struct Claim {
     id: RecordId,
     lease: Lease,
     ttl: Duration,
-    flags: Arc<ClaimFlags>,
+    shared: Arc<ClaimShared>,
 }
 
 /// What the engine and the operation learn about a claim while it is held,
 /// shared between the [`Claim`] and the engine's lease work.
-#[derive(Debug, Default)]
-pub(crate) struct ClaimFlags {
+#[derive(Debug)]
+pub(crate) struct ClaimShared {
     /// A renewal found the claim lost.
     pub(crate) lost: AtomicBool,
-    /// The record was completed in the operation's own transaction.
-    pub(crate) completed_externally: AtomicBool,
+    /// How the operation settled the claim itself ([`Settled`]), 0 if not.
+    settled: AtomicU8,
+    scope: Scope,
+    key: IdempotencyKey,
+}
+
+/// How an operation settled its claim itself, through [`Claim::commit`] or
+/// [`Claim::roll_back`]: the engine honours it instead of recording what
+/// the operation returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// The outcome was recorded in the transaction that committed.
+    Recorded,
+    /// Whether the transaction committed is unknown, or the claim was lost:
+    /// nothing more is done, and the claim ends with its lease.
+    Kept,
+    /// Nothing of the operation was committed: the claim is released.
+    Released,
+}
+
+impl ClaimShared {
+    pub(crate) fn new(scope: Scope, key: IdempotencyKey) -> Arc<Self> {
+        Arc::new(Self {
+            lost: AtomicBool::new(false),
+            settled: AtomicU8::new(0),
+            scope,
+            key,
+        })
+    }
+
+    pub(crate) fn settled(&self) -> Option<Settled> {
+        match self.settled.load(Ordering::SeqCst) {
+            1 => Some(Settled::Recorded),
+            2 => Some(Settled::Kept),
+            3 => Some(Settled::Released),
+            _ => None,
+        }
+    }
 }
 
 impl Claim {
-    pub(crate) fn new(id: RecordId, lease: Lease, ttl: Duration, flags: Arc<ClaimFlags>) -> Self {
+    pub(crate) fn new(id: RecordId, lease: Lease, ttl: Duration, shared: Arc<ClaimShared>) -> Self {
         Self {
             id,
             lease,
             ttl,
-            flags,
+            shared,
         }
     }
 
@@ -53,7 +101,10 @@ impl Claim {
         &self.lease
     }
 
-    /// The fencing token of this claim.
+    /// The fencing token of this claim: greater than the token of every
+    /// earlier claim of the same record, so that a resource that keeps the
+    /// highest token it saw for this record can refuse a holder whose claim
+    /// was taken over.
     pub fn fencing_token(&self) -> FencingToken {
         self.lease.token
     }
@@ -63,25 +114,63 @@ impl Claim {
         self.ttl
     }
 
-    /// Whether a renewal found the claim lost (lease ran out, taken over). An
-    /// operation may check this before an irreversible step.
+    /// Whether a renewal found the claim lost (lease ran out, taken over).
+    /// Only a hint: a claim can be lost right after this answers `false`;
+    /// use [`commit`](Self::commit) or [`downstream_key`](Self::downstream_key)
+    /// for effects that must not happen twice.
     pub fn is_lost(&self) -> bool {
-        self.flags.lost.load(Ordering::SeqCst)
+        self.shared.lost.load(Ordering::SeqCst)
     }
 
-    /// Tells the engine that the record was completed outside it, inside the
-    /// operation's own database transaction, so that it does not complete it
-    /// again when the operation returns a result to record. Store adapters
-    /// call this once the transaction that completed the record committed
-    /// (see `idem-postgres`).
-    pub fn mark_completed_externally(&self) {
-        self.flags
-            .completed_externally
-            .store(true, Ordering::SeqCst);
+    /// The idempotency key for the downstream call named `call` (`"charge"`,
+    /// say) made while running this request: the same for every attempt at
+    /// this request (retries, and an attempt that took the claim over after
+    /// its holder stalled), different for every `call` name and every
+    /// request. Send it as the downstream service's idempotency key, and a
+    /// call repeated by a takeover is deduplicated there.
+    ///
+    /// It is a keyed digest of the scope, the client's key and `call`
+    /// (`idem-` and 64 hex digits): nobody who does not know the scope and
+    /// the key can compute it, and it reveals neither; the record's address,
+    /// which shows in logs, is not enough.
+    ///
+    /// ```
+    /// # use idem_core::{Call, Engine, Fingerprint, IdempotencyKey, MemoryStore, Never, Scope};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let engine = Engine::new(MemoryStore::new());
+    /// let call = Call::new(Scope::new("acct-1"), IdempotencyKey::parse("k-1")?, Fingerprint::of("pay", &100)?);
+    /// engine
+    ///     .run(&call, |claim| async move {
+    ///         let charge_key = claim.downstream_key("charge");
+    ///         assert!(charge_key.as_str().starts_with("idem-"));
+    ///         Ok::<_, Never>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn downstream_key(&self, call: &str) -> IdempotencyKey {
+        downstream_key(&self.shared.scope, &self.shared.key, call)
     }
 
-    /// Whether [`mark_completed_externally`](Self::mark_completed_externally) was called.
-    pub fn is_completed_externally(&self) -> bool {
-        self.flags.completed_externally.load(Ordering::SeqCst)
+    /// Whether the operation settled this claim itself, with
+    /// [`commit`](Self::commit) or [`roll_back`](Self::roll_back): the
+    /// engine then does what that said, whatever the operation returns.
+    pub fn is_settled(&self) -> bool {
+        self.shared.settled().is_some()
+    }
+
+    /// Settles the claim for the engine (once; later calls change nothing).
+    pub(crate) fn settle(&self, settled: Settled) {
+        let n = match settled {
+            Settled::Recorded => 1,
+            Settled::Kept => 2,
+            Settled::Released => 3,
+        };
+        let _ = self
+            .shared
+            .settled
+            .compare_exchange(0, n, Ordering::SeqCst, Ordering::SeqCst);
     }
 }

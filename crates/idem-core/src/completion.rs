@@ -4,7 +4,9 @@
 use crate::store::Outcome;
 
 /// What a low-level operation (see [`Engine::execute`](crate::Engine::execute)) asks the engine to do
-/// with its claim.
+/// with its claim. An operation that settled its claim itself
+/// ([`Claim::commit`](crate::Claim::commit)) has that honoured instead: only
+/// the value is taken from here.
 #[derive(Debug)]
 pub enum Completion<T> {
     /// Record `outcome` and return `value` to the caller.
@@ -22,10 +24,15 @@ pub enum Completion<T> {
     /// may have taken effect, but it has no outcome to record. Retries are
     /// told it is in flight until then.
     Keep(T),
-    /// The operation recorded its outcome itself, in the transaction that
-    /// committed its effects (see [`StoreTransaction`](crate::StoreTransaction)):
-    /// the engine has nothing left to record and returns `T` to the caller.
-    Recorded(T),
+}
+
+impl<T> Completion<T> {
+    /// What the caller gets, whatever is done with the claim.
+    pub(crate) fn into_value(self) -> T {
+        match self {
+            Self::Record { value, .. } | Self::Release(value) | Self::Keep(value) => value,
+        }
+    }
 }
 
 /// The result of [`Engine::execute`](crate::Engine::execute).

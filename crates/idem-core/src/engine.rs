@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::call::Call;
-use crate::claim::{Claim, ClaimFlags};
+use crate::claim::{Claim, ClaimShared, Settled};
 use crate::completion::{Completion, Execution};
 use crate::error::Error;
 use crate::failure::Failure;
@@ -226,7 +225,7 @@ impl Engine {
             Acquire::Replay(outcome) => return Ok(Execution::Replayed(outcome)),
         };
 
-        let flags = Arc::new(ClaimFlags::default());
+        let shared = ClaimShared::new(call.scope.clone(), call.key().clone());
         let mut guard = Guard {
             store: Arc::clone(&self.store),
             id: call.id,
@@ -238,7 +237,7 @@ impl Engine {
             operation: &call.operation,
         };
         observe::claims_held(1.0);
-        let claim = Claim::new(call.id, lease, ttl, Arc::clone(&flags));
+        let claim = Claim::new(call.id, lease, ttl, Arc::clone(&shared));
         let renew_every = lease_len / 3;
         let fut = op(claim);
         tokio::pin!(fut);
@@ -253,7 +252,7 @@ impl Engine {
                     call.id,
                     lease,
                     renew_every,
-                    Arc::clone(&flags),
+                    Arc::clone(&shared),
                     call.scope.clone(),
                 )));
                 fut.await
@@ -263,14 +262,19 @@ impl Engine {
             renewal.abort();
         }
 
-        match completion {
-            Completion::Record { value, .. }
-                if flags.completed_externally.load(Ordering::SeqCst) =>
-            {
+        // The operation settled its claim itself, in its own transaction
+        // (`Claim::commit`): that is the outcome, whatever it returned.
+        let completion = match shared.settled() {
+            None => completion,
+            Some(Settled::Recorded) => {
                 guard.state = GuardState::Done;
                 decision(call, "completed_in_transaction");
-                Ok(Execution::Executed(value))
+                return Ok(Execution::Executed(completion.into_value()));
             }
+            Some(Settled::Kept) => Completion::Keep(completion.into_value()),
+            Some(Settled::Released) => Completion::Release(completion.into_value()),
+        };
+        match completion {
             Completion::Record { value, outcome } => {
                 guard.state = GuardState::Completing(outcome);
                 let done = guard.complete().await;
@@ -304,11 +308,6 @@ impl Engine {
                         Ok(Execution::Executed(value))
                     }
                 }
-            }
-            Completion::Recorded(value) => {
-                guard.state = GuardState::Done;
-                decision(call, "completed_in_transaction");
-                Ok(Execution::Executed(value))
             }
             Completion::Keep(value) => {
                 guard.state = GuardState::Done;

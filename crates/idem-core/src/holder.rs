@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::claim::ClaimFlags;
+use crate::claim::ClaimShared;
 use crate::key::{RecordId, Scope};
 use crate::observe;
 use crate::policy::MIN_DURATION;
@@ -44,7 +44,7 @@ pub(crate) async fn renew_loop(
     id: RecordId,
     mut lease: Lease,
     every: Duration,
-    flags: Arc<ClaimFlags>,
+    shared: Arc<ClaimShared>,
     scope: Scope,
 ) {
     // The caller has already waited `every` when it starts this task.
@@ -55,7 +55,7 @@ pub(crate) async fn renew_loop(
                 tracing::trace!(target: "idem", scope = %scope, record = %id, decision = "renewed");
             }
             Err(e) if e.is_lease_lost() => {
-                flags.lost.store(true, Ordering::SeqCst);
+                shared.lost.store(true, Ordering::SeqCst);
                 tracing::warn!(target: "idem", scope = %scope, record = %id, decision = "lease_lost", "renewal found the claim lost; the operation's result will not be recorded");
                 return;
             }

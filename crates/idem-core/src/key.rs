@@ -257,9 +257,50 @@ impl Digest<RecordKind> {
     }
 }
 
+/// The key of the downstream call `call` made for `key` under `scope`
+/// ([`Claim::downstream_key`](crate::Claim::downstream_key)): a digest in
+/// its own domain, so that it is neither a record's address nor derivable
+/// from one.
+pub(crate) fn downstream_key(scope: &Scope, key: &IdempotencyKey, call: &str) -> IdempotencyKey {
+    let mut h = Sha256::new();
+    put_field(&mut h, b"idem/downstream/v1");
+    put_field(&mut h, scope.0.as_bytes());
+    put_field(&mut h, key.0.as_bytes());
+    put_field(&mut h, call.as_bytes());
+    let digest: [u8; 32] = h.finalize().into();
+    let mut text = String::with_capacity(5 + 64);
+    text.push_str("idem-");
+    for b in digest {
+        text.push(char::from(HEX[usize::from(b >> 4)]));
+        text.push(char::from(HEX[usize::from(b & 15)]));
+    }
+    IdempotencyKey(text)
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn downstream_keys_are_stable_per_request_and_distinct_per_call() {
+        let k = |scope: &str, key: &str, call: &str| {
+            downstream_key(&Scope::new(scope), &IdempotencyKey::parse(key).unwrap(), call)
+        };
+        let charge = k("alice", "k-1", "charge");
+        assert_eq!(charge, k("alice", "k-1", "charge"));
+        assert_eq!(charge.as_str().len(), 69);
+        assert!(IdempotencyKey::parse(charge.as_str()).is_ok());
+        assert_ne!(charge, k("alice", "k-1", "refund"));
+        assert_ne!(charge, k("bob", "k-1", "charge"));
+        assert_ne!(charge, k("alice", "k-2", "charge"));
+        // Length-prefixed fields: moving a byte from one field to the next is another key.
+        assert_ne!(k("ab", "c", "x"), k("a", "bc", "x"));
+        // Not the record's address in hex.
+        let id = RecordId::new(&Scope::new("alice"), &IdempotencyKey::parse("k-1").unwrap());
+        assert!(!charge.as_str().contains(&id.to_hex()));
+    }
 
     #[test]
     fn bare_and_quoted_forms() {

@@ -62,6 +62,7 @@
 
 mod call;
 mod claim;
+mod commit;
 mod completion;
 mod digest;
 mod engine;
@@ -86,6 +87,7 @@ pub mod waiters;
 
 pub use call::Call;
 pub use claim::Claim;
+pub use commit::CommitError;
 pub use completion::{Completion, Execution};
 pub use digest::{Digest, DigestKind};
 pub use engine::Engine;
@@ -93,7 +95,7 @@ pub use error::{CodecError, Error};
 pub use failure::{Failure, Never};
 pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError, FingerprintKind};
 pub use key::{IdempotencyKey, KeyError, RecordId, RecordKind, Scope, MAX_KEY_LEN};
-pub use memory::{MemoryStore, WhenFull};
+pub use memory::{MemoryStore, MemoryTransaction, WhenFull};
 pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
 pub use ran::Ran;
 pub use result_codec::encode_result;

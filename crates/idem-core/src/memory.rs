@@ -15,8 +15,11 @@ use crate::store::{
 };
 
 mod shard;
+mod transaction;
 
-use shard::Shard;
+use shard::{Holding, Shard};
+pub use transaction::MemoryTransaction;
+use transaction::Staged;
 
 mod clock;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -51,6 +54,9 @@ struct Inner {
     max_bytes: usize,
     when_full: WhenFull,
     clock: Box<dyn Clock>,
+    /// Taken by every transaction's commit, before the record's shard: the
+    /// checks and writes of two transactions never interleave.
+    commits: Mutex<()>,
 }
 
 /// A sharded, expiring, bounded store in this process's memory.
@@ -171,6 +177,7 @@ impl MemoryStoreBuilder {
                 max_bytes: self.max_bytes,
                 when_full: self.when_full,
                 clock: self.clock,
+                commits: Mutex::new(()),
             }),
         };
         if let (Some(every), Ok(handle)) =
@@ -351,6 +358,70 @@ impl MemoryStore {
     /// Drops every record that is no longer live; returns how many.
     pub fn purge_expired(&self) -> usize {
         self.inner.purge_expired()
+    }
+
+    /// A transaction for effects kept in this process (a balance in a
+    /// map), committed by [`Claim::commit`](crate::Claim::commit) together
+    /// with the record, only while the claim holds.
+    pub fn transaction(&self) -> MemoryTransaction {
+        MemoryTransaction::new(self.clone())
+    }
+
+    /// Commits a transaction: under the commit lock and the record's shard
+    /// lock, checks that the claim holds and that every check passes, then
+    /// applies the writes and completes the record, in one step that no
+    /// begin, renewal, removal or other commit can come between.
+    fn commit(&self, staged: Staged) -> Result<(), StoreError> {
+        let Staged {
+            checks,
+            writes,
+            completion,
+        } = staged;
+        let _commits = self
+            .inner
+            .commits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(completion) = completion else {
+            return Err(StoreError::unsupported(
+                "commit without a completed claim (record the outcome with `Claim::commit`)",
+            ));
+        };
+        let now = self.inner.clock.now_micros();
+        let mut shard = lock(self.inner.shard(&completion.id));
+        match shard.holding(&completion.id, now, completion.lease.token) {
+            Holding::Holds => {}
+            // Committed before (an uncertain commit retried): applied once.
+            Holding::Completed => return Ok(()),
+            Holding::Lost => return Err(StoreError::lease_lost()),
+        }
+        for (what, check) in checks {
+            if !check() {
+                return Err(StoreError::conflict(what));
+            }
+        }
+        for write in writes {
+            write();
+        }
+        let event = Event::Complete {
+            lease: &completion.lease,
+            outcome: &completion.outcome,
+            ttl: completion.ttl,
+        };
+        let applied = shard.apply(&completion.id, now, event, |_| true);
+        drop(shard);
+        add(&self.inner.bytes, applied.bytes);
+        add(&self.inner.len, applied.records);
+        if self.inner.when_full == WhenFull::EvictOldest
+            && self.inner.bytes.load(Ordering::SeqCst) > self.inner.max_bytes
+        {
+            self.inner.make_room();
+        }
+        match applied.answer {
+            Some(Answer::Completed) => Ok(()),
+            Some(other) => Err(unexpected(&other)),
+            None => Err(StoreError::corrupt("memory store: the completion was not applied")),
+        }
     }
 
     fn run(&self, id: &RecordId, event: Event<'_>) -> Result<Answer, StoreError> {

@@ -119,6 +119,10 @@ pub enum StoreErrorKind {
     Corrupt,
     /// The store does not offer this operation.
     Unsupported,
+    /// A [transaction](crate::StoreTransaction) found that what it read had
+    /// changed before it could commit; nothing was applied, and running the
+    /// transaction again (reading anew) may succeed.
+    Conflict,
 }
 
 /// An error from a [`Store`]. Stores fail closed: when this is returned from
@@ -185,6 +189,30 @@ impl StoreError {
         }
     }
 
+    /// What a [transaction](crate::StoreTransaction) read changed before it
+    /// could commit; `what` names it. Nothing was applied.
+    pub fn conflict(what: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Conflict,
+            message: format!(
+                "{}: it changed after the transaction read it, so nothing was applied; read \
+                 it again and retry",
+                what.into()
+            ),
+            source: None,
+        }
+    }
+
+    /// The store does not offer what was asked, for the reason `message`
+    /// gives (which says what to do instead).
+    pub fn unsupported_because(message: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Unsupported,
+            message: message.into(),
+            source: None,
+        }
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
@@ -196,6 +224,11 @@ impl StoreError {
             self.kind,
             StoreErrorKind::Unavailable | StoreErrorKind::Full
         )
+    }
+
+    /// Whether a transaction found what it read changed (run it again).
+    pub fn is_conflict(&self) -> bool {
+        self.kind == StoreErrorKind::Conflict
     }
 
     /// Whether this is a lost lease.

@@ -1,32 +1,37 @@
-//! `StoreTransaction`: the caller's own database transaction, in which the
-//! record is completed beside the operation's writes.
+//! `StoreTransaction`: the operation's own writes in its store, committed
+//! together with its record.
 
 use crate::claim::Claim;
 use crate::store::{Outcome, StoreError};
 
-/// A transaction of the store's database that the operation opened for its
-/// own writes, and in which it completes its record too: the record is
-/// completed if and only if the writes commit. A store whose records live in
-/// a transactional database offers one (`idem_postgres::PgTransaction`).
+/// The operation's writes to its store's own data (a balance, an order row),
+/// opened by the store for the operation and committed together with the
+/// record by [`Claim::commit`]: the writes and the record happen together,
+/// and only while the claim holds, or not at all.
 ///
-/// Adapters build the strongest guarantee on it: `idem_axum::commit_response`
+/// Every store of idem offers one: `idem_postgres::PgTransaction` (a
+/// database transaction: the record's row is locked from the completion to
+/// the commit), `idem_redis::RedisTransaction` and
+/// [`MemoryTransaction`](crate::memory::MemoryTransaction) (optimistic: the
+/// commit checks the claim and what was read, and applies the writes and the
+/// record in one atomic step). Adapters build on it: `idem_axum::commit_response`
 /// records a handler's response in the handler's transaction and commits.
 #[async_trait::async_trait]
 pub trait StoreTransaction: Send + Sized {
-    /// Completes `claim`'s record with `outcome` inside this transaction.
-    ///
-    /// Fails with [`lease_lost`](StoreError::lease_lost) if the claim was
-    /// lost (its lease ran out, or another holder took it over): the caller
-    /// must then roll back, since another attempt may run the operation.
+    /// Records `outcome` as `claim`'s in this transaction. A store that
+    /// checks the claim here fails with
+    /// [`lease_lost`](StoreError::lease_lost) if it was lost; others check
+    /// at [`commit`](Self::commit).
     async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError>;
 
-    /// Commits the writes and the record together. Once this returns `Ok`,
-    /// the claims completed in the transaction are marked
-    /// [completed externally](Claim::mark_completed_externally). An error
-    /// leaves the outcome unknown to the caller (the commit may have been
-    /// applied before the connection failed).
+    /// Commits the writes and the record together. Errors:
+    /// [`LeaseLost`](crate::StoreErrorKind::LeaseLost) and
+    /// [`Conflict`](crate::StoreErrorKind::Conflict) applied nothing; any
+    /// other leaves the outcome unknown (the commit may have been applied
+    /// before the connection failed). Use [`Claim::commit`], which says to
+    /// the engine what became of the claim.
     async fn commit(self) -> Result<(), StoreError>;
 
-    /// Rolls the writes and the record back.
+    /// Drops the writes and the record.
     async fn rollback(self) -> Result<(), StoreError>;
 }

@@ -2,8 +2,9 @@
 //!
 //! A [`Store`] for idem on PostgreSQL: records that survive a cache flush, and
 //! exactly-once effects, because a record can complete **in the same
-//! transaction as the business writes** ([`PgStore::complete_in_transaction`]):
-//! either both commit or neither does.
+//! transaction as the business writes** ([`PgStore::begin_transaction`] and
+//! [`Claim::commit`](idem_core::Claim::commit)): either both commit or
+//! neither does, and a holder that lost its claim commits nothing.
 //!
 //! - `begin` is one statement (`INSERT ... ON CONFLICT DO UPDATE ... WHERE`
 //!   the old record is no longer live, with a read of the live one in the
@@ -20,7 +21,7 @@
 //!   ([`PgStore::spawn_purger`]).
 //!
 //! ```no_run
-//! use idem_core::{Call, Engine, Failure, Fingerprint, IdempotencyKey};
+//! use idem_core::{encode_result, Call, Engine, Failure, Fingerprint, IdempotencyKey};
 //! use idem_postgres::PgStore;
 //!
 //! #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -47,12 +48,10 @@
 //!             .await
 //!             .map_err(|_| DatabaseDown)?;
 //!         let receipt = String::from("debited 1000");
-//!         // The record completes with the debit, or not at all.
-//!         store
-//!             .complete_result_in_transaction(&mut tx, &claim, &Ok::<_, DatabaseDown>(receipt.clone()))
-//!             .await
-//!             .map_err(|_| DatabaseDown)?;
-//!         tx.commit().await.map_err(|_| DatabaseDown)?;
+//!         // The record completes with the debit, or not at all; a holder
+//!         // that lost its claim is rolled back.
+//!         let outcome = encode_result(&Ok::<_, DatabaseDown>(&receipt)).map_err(|_| DatabaseDown)?;
+//!         claim.commit(tx, &outcome).await.map_err(|_| DatabaseDown)?;
 //!         Ok::<_, DatabaseDown>(receipt)
 //!     })
 //!     .await;
@@ -65,10 +64,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    async_trait, encode_result, Begin, Claim, FencingToken, Fingerprint, Lease, Outcome, RecordId,
+    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId,
     RecordInfo, Removal, Store, StoreError,
 };
-use serde::Serialize;
 use sqlx::postgres::PgPool;
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
@@ -228,39 +226,11 @@ impl PgStore {
         })
     }
 
-    /// Completes the record of `claim` with `outcome` inside the caller's
-    /// transaction, beside its business writes: the record is completed if and
-    /// only if the transaction commits. If the claim was lost (its lease ran out
-    /// or was taken over), this fails with `LeaseLost` and the caller must not
-    /// commit (return the error so that the transaction rolls back).
-    ///
-    /// On success the claim is marked completed
-    /// ([`Claim::mark_completed_externally`]), so the engine does not complete
-    /// it again: no statement after the commit. If the transaction then rolls
-    /// back, the record stays claimed until its lease ends and a retry after
-    /// that runs again, as nothing was committed; an operation that fails
-    /// returns an error as usual and the engine releases the claim.
-    pub async fn complete_in_transaction(
-        &self,
-        tx: &mut PgConnection,
-        claim: &Claim,
-        outcome: &Outcome,
-    ) -> Result<(), StoreError> {
-        sql::complete(
-            tx,
-            &self.sql,
-            claim.record_id(),
-            claim.lease(),
-            outcome,
-            claim.ttl(),
-        )
-        .await?;
-        claim.mark_completed_externally();
-        Ok(())
-    }
-
-    /// [`complete_in_transaction`](Self::complete_in_transaction) for a lease
-    /// taken with [`Store::begin`] directly rather than through the engine.
+    /// Completes the record `id` for a lease taken with [`Store::begin`]
+    /// directly, rather than through the engine, inside the caller's
+    /// transaction: the record is completed if and only if it commits. Fails
+    /// with `LeaseLost` if the lease is no longer the live claim (roll back
+    /// then). Through the engine, use [`Claim::commit`](idem_core::Claim::commit).
     pub async fn complete_in_transaction_with_lease(
         &self,
         tx: &mut PgConnection,
@@ -270,19 +240,6 @@ impl PgStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         sql::complete(tx, &self.sql, id, lease, outcome, ttl).await
-    }
-
-    /// [`complete_in_transaction`](Self::complete_in_transaction) with a
-    /// result encoded as [`Engine::run`](idem_core::Engine::run) records it,
-    /// so that retries replay it.
-    pub async fn complete_result_in_transaction<T: Serialize, E: Serialize>(
-        &self,
-        tx: &mut PgConnection,
-        claim: &Claim,
-        result: &Result<T, E>,
-    ) -> Result<(), StoreError> {
-        let outcome = encode_result(result).map_err(|e| StoreError::corrupt(e.to_string()))?;
-        self.complete_in_transaction(tx, claim, &outcome).await
     }
 
     async fn fenced_update(

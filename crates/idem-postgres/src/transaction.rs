@@ -12,41 +12,30 @@ use crate::sql::{self, Sql};
 
 /// A transaction opened by [`PgStore::begin_transaction`](crate::PgStore::begin_transaction) for an operation's
 /// writes (it dereferences to the connection: `.execute(&mut *tx)`) and its
-/// record ([`StoreTransaction::complete`]): the record is completed if and
-/// only if the writes commit. Dropped without a commit, it rolls back.
+/// record ([`Claim::commit`]): the record is completed if and only if the
+/// writes commit, and only while the claim holds: the completion locks the
+/// record's row until the commit, so an attempt that would take the claim
+/// over waits for it. Dropped without a commit, it rolls back.
 pub struct PgTransaction {
     sql: Arc<Sql>,
     tx: Transaction<'static, Postgres>,
-    /// The claims completed here, marked completed once the commit is done.
-    completed: Vec<Claim>,
 }
 
 impl fmt::Debug for PgTransaction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PgTransaction")
-            .field("completed", &self.completed.len())
-            .finish_non_exhaustive()
+        f.debug_struct("PgTransaction").finish_non_exhaustive()
     }
 }
 
 impl PgTransaction {
     pub(crate) fn new(sql: Arc<Sql>, tx: Transaction<'static, Postgres>) -> Self {
-        Self {
-            sql,
-            tx,
-            completed: Vec::new(),
-        }
+        Self { sql, tx }
     }
 
-    /// Commits. Once the commit is done, the claims completed in this
-    /// transaction are marked completed, so the engine does not complete them
-    /// again.
+    /// Commits (writes only: to commit them with a claim's record, hand the
+    /// transaction to [`Claim::commit`] instead).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await?;
-        for claim in &self.completed {
-            claim.mark_completed_externally();
-        }
-        Ok(())
+        self.tx.commit().await
     }
 
     /// Rolls back.
@@ -83,9 +72,7 @@ impl StoreTransaction for PgTransaction {
             outcome,
             claim.ttl(),
         )
-        .await?;
-        self.completed.push(claim.clone());
-        Ok(())
+        .await
     }
 
     async fn commit(self) -> Result<(), StoreError> {

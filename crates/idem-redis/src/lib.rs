@@ -52,8 +52,11 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
 mod operations;
+mod transaction;
 mod wake;
 mod wire;
+
+pub use transaction::RedisTransaction;
 
 use idem_core::waiters::Look;
 use operations::parse_token;
@@ -88,6 +91,10 @@ const RELEASE: &str = include_str!("lua/release.lua");
 /// `renew(token, lease_ms)`: the key's expiry moves to now + lease.
 const RENEW: &str = include_str!("lua/renew.lua");
 
+/// `commit(token, ttl_ms, outcome, channel, reads, writes)`: a
+/// transaction's writes with the record's completion (see the script).
+const COMMIT: &str = include_str!("lua/commit.lua");
+
 /// `inspect()`: 0 if no live record, else `{value, pttl}`.
 const INSPECT: &str = include_str!("lua/inspect.lua");
 
@@ -102,6 +109,7 @@ struct Scripts {
     renew: Script,
     inspect: Script,
     remove: Script,
+    commit: Script,
 }
 
 impl Scripts {
@@ -113,6 +121,7 @@ impl Scripts {
             renew: Script::new(RENEW),
             inspect: Script::new(INSPECT),
             remove: Script::new(REMOVE),
+            commit: Script::new(COMMIT),
         }
     }
 }
@@ -271,14 +280,25 @@ impl RedisStore {
         for arg in args {
             eval.arg(*arg);
         }
+        self.eval(what, script, &eval).await
+    }
+
+    /// Runs an `EVALSHA` built by the caller, loading the script on
+    /// `NOSCRIPT`, under the store's timeout.
+    async fn eval(
+        &self,
+        what: &'static str,
+        script: &Script,
+        eval: &redis::Cmd,
+    ) -> Result<Value, StoreError> {
         let call = async {
             let mut connection = self.connection.clone();
-            match connection.query(&eval).await {
+            match connection.query(eval).await {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                 {
                     connection.load(script).await?;
-                    connection.query(&eval).await
+                    connection.query(eval).await
                 }
                 result => result,
             }
@@ -292,6 +312,32 @@ impl RedisStore {
                 elapsed,
             )),
         }
+    }
+
+    /// A transaction for the operation's own writes in this Redis, committed
+    /// by [`Claim::commit`](idem_core::Claim::commit) in one script call
+    /// together with the record's completion, only while the claim holds.
+    pub fn transaction(&self) -> RedisTransaction {
+        RedisTransaction::new(self.clone())
+    }
+
+    /// Whether this store talks to a Redis Cluster (where a transaction's
+    /// keys must share the record's hash slot).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.connection, Connection::Cluster(_))
+    }
+
+    /// A key for the operation's own data that shares the record's hash
+    /// slot: `<name>{<hex record id>}`. On Redis Cluster every key a
+    /// [`RedisTransaction`] reads or writes must carry the record's hash tag
+    /// like this one.
+    pub fn tagged_key(&self, id: &RecordId, name: &str) -> String {
+        let mut key = String::with_capacity(name.len() + 66);
+        key.push_str(name);
+        key.push('{');
+        id.push_hex(&mut key);
+        key.push('}');
+        key
     }
 
     async fn fenced(

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use idem_core::{Claim, Outcome, StoreError, StoreTransaction};
+use idem_core::{Claim, CommitError, Outcome, StoreTransaction};
 use tonic::Status;
 
 tokio::task_local! {
@@ -14,58 +14,29 @@ tokio::task_local! {
     static RUN: Arc<RunSlot>;
 }
 
-type Settling = Pin<Box<dyn Future<Output = Settled> + Send>>;
+type Settling = Pin<Box<dyn Future<Output = Result<(), CommitError>> + Send>>;
 
 /// An open transaction the method handed over, without its type.
 pub(crate) trait Pending: Send {
-    /// Completes `claim`'s record with `outcome` in the transaction and
-    /// commits; rolls back if the record cannot be written.
+    /// Records `outcome` as `claim`'s in the transaction and commits, while
+    /// the claim holds ([`Claim::commit`], which tells the engine).
     fn record_and_commit(self: Box<Self>, claim: Claim, outcome: Outcome) -> Settling;
     /// Rolls the transaction back: nothing of the method is kept.
     fn roll_back(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
-/// How a handed-over transaction ended.
-#[derive(Debug)]
-pub(crate) enum Settled {
-    /// The writes and the record committed together.
-    Committed,
-    /// The claim had been lost; rolled back.
-    LeaseLost,
-    /// The record could not be written; rolled back.
-    NotRecorded(StoreError),
-    /// The commit failed: whether it applied is unknown.
-    CommitUncertain(StoreError),
-}
-
 impl<T: StoreTransaction + 'static> Pending for T {
     fn record_and_commit(self: Box<Self>, claim: Claim, outcome: Outcome) -> Settling {
-        let mut tx = *self;
-        Box::pin(async move {
-            if let Err(e) = tx.complete(&claim, &outcome).await {
-                rollback(tx).await;
-                return if e.is_lease_lost() {
-                    Settled::LeaseLost
-                } else {
-                    Settled::NotRecorded(e)
-                };
-            }
-            match tx.commit().await {
-                Ok(()) => Settled::Committed,
-                Err(e) => Settled::CommitUncertain(e),
-            }
-        })
+        Box::pin(async move { claim.commit(*self, &outcome).await })
     }
 
     fn roll_back(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        Box::pin(rollback(*self))
-    }
-}
-
-async fn rollback<T: StoreTransaction>(tx: T) {
-    if let Err(e) = tx.rollback().await {
-        // The server rolls back a transaction whose connection is gone.
-        tracing::warn!(target: "idem", error = %e, "rollback failed");
+        Box::pin(async move {
+            if let Err(e) = self.rollback().await {
+                // The server rolls back a transaction whose connection is gone.
+                tracing::warn!(target: "idem", error = %e, "rollback failed");
+            }
+        })
     }
 }
 
@@ -104,7 +75,7 @@ impl RunSlot {
 /// | a response, or a status the layer records | it | committed with the record | replays it |
 /// | a status the layer does not record (`UNAVAILABLE`, ...) | it | rolled back | runs again on retry |
 /// | any, but the claim was lost (its lease ended, another call took over) | `ABORTED` `lease-lost` | rolled back | the other call's |
-/// | any, but the record cannot be written | `UNAVAILABLE` `store-unavailable` | rolled back | runs again on retry |
+/// | any, but the record cannot be written, or what an optimistic store's transaction read changed (Redis, memory) | `UNAVAILABLE` `store-unavailable` | rolled back | runs again on retry |
 /// | any, but the commit fails | `UNAVAILABLE` `commit-uncertain` | unknown | `ABORTED` until the lease ends, then replays if it committed, or runs again |
 ///
 /// Outside a covered call (a method the layer does not name, or a call

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::FutureExt as _;
 use http::{HeaderValue, Request, Response};
 use http_body_util::{BodyExt as _, Full, LengthLimitError, Limited};
-use idem_core::{Call, Completion, Engine, Execution, Fingerprint};
+use idem_core::{Call, CommitError, Completion, Engine, Execution, Fingerprint};
 use idem_http::{
     key_from_values, spawn_on_tokio, CallerGone, Detached, Problem, ProblemKind,
     IDEMPOTENT_REPLAYED,
@@ -21,7 +21,7 @@ use tonic::body::Body;
 use tower_service::Service;
 
 use crate::answer;
-use crate::commit_with_record::{RunSlot, Settled};
+use crate::commit_with_record::RunSlot;
 use crate::frames::single_message;
 use crate::layer::Config;
 use crate::record::{self, Buffered};
@@ -222,19 +222,21 @@ where
                     outcome,
                 };
             };
+            // The commit tells the engine how the claim ended; what is
+            // returned here is only the answer.
             match tx.record_and_commit(own, outcome).await {
-                Settled::Committed => Completion::Recorded(Ok(response)),
-                Settled::LeaseLost => {
-                    // Another call holds the key now: its outcome, not ours.
+                Ok(()) => Completion::Keep(Ok(response)),
+                // Another call holds the key now: its outcome, not ours.
+                Err(CommitError::LeaseLost) => {
                     Completion::Keep(Ok(answer::response(&Problem::lease_lost_rolled_back())))
                 }
-                Settled::NotRecorded(e) => {
-                    tracing::warn!(target: "idem", error = %e, "the response could not be recorded in the method's transaction; rolled back");
-                    Completion::Release(Ok(answer::response(&Problem::not_recorded_rolled_back())))
-                }
-                Settled::CommitUncertain(e) => {
-                    tracing::error!(target: "idem", error = %e, "the method's transaction with the recorded response failed to commit; whether it committed is unknown, so the claim is kept until its lease ends");
+                Err(CommitError::Uncertain(_)) => {
                     Completion::Keep(Ok(answer::response(&Problem::commit_uncertain())))
+                }
+                // Nothing was applied (a conflict, or the record could not
+                // be written): the claim goes, and a retry runs again.
+                Err(_) => {
+                    Completion::Release(Ok(answer::response(&Problem::not_recorded_rolled_back())))
                 }
             }
         })

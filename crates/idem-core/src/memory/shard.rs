@@ -47,6 +47,17 @@ pub(crate) struct Shard {
     waiters: HashMap<RecordId, Arc<Notify>>,
 }
 
+/// Whether a claim still holds its record, as a transaction's commit asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holding {
+    /// The record is in flight under the claim's token, its lease alive.
+    Holds,
+    /// The claim's token completed the record already.
+    Completed,
+    /// Anything else: the claim is lost.
+    Lost,
+}
+
 /// What applying an event did to the shard's weight and size.
 pub(crate) struct Applied {
     /// The answer for the caller, or `None` if a new record did not fit.
@@ -174,6 +185,17 @@ impl Shard {
                     records: 1,
                 }
             }
+        }
+    }
+
+    /// Whether the claim with `token` still holds the record `id` at `now`.
+    pub(crate) fn holding(&self, id: &RecordId, now: u64, token: crate::FencingToken) -> Holding {
+        match self.records.get(id) {
+            Some(r) if r.token == token && r.is_live(now) => match r.state {
+                RecordState::InFlight { .. } => Holding::Holds,
+                RecordState::Completed { .. } => Holding::Completed,
+            },
+            _ => Holding::Lost,
         }
     }
 

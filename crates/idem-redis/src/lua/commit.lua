@@ -1,0 +1,35 @@
+-- commit(token, ttl_ms, outcome, channel, n_reads, expected..., writes...)
+-- A transaction's writes and its record's completion, applied together and
+-- only while the claim holds and what the transaction read is unchanged.
+-- KEYS[1] is the record; KEYS[2 .. 1+n] the keys read, with ARGV[6 .. 5+n]
+-- what was read ('-' absent, '=' .. value); KEYS[2+n ..] the keys written,
+-- with ARGV[6+n ..] the writes ('S' .. value to set, 'D' to delete).
+-- Replies 1 committed, 2 committed before by this token (nothing applied
+-- again), 0 the claim is lost (nothing applied), {3, i} the i-th read
+-- changed (nothing applied).
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
+local state = string.byte(v)
+if state == 67 then return 2 end
+if state ~= 70 then return 0 end
+local n = tonumber(ARGV[5])
+for i = 1, n do
+  local now = redis.call('GET', KEYS[1 + i])
+  local was = ARGV[5 + i]
+  if was == '-' then
+    if now then return {3, i} end
+  elseif not now or now ~= string.sub(was, 2) then
+    return {3, i}
+  end
+end
+for i = 2 + n, #KEYS do
+  local write = ARGV[4 + i]
+  if string.byte(write) == 83 then
+    redis.call('SET', KEYS[i], string.sub(write, 2))
+  else
+    redis.call('DEL', KEYS[i])
+  end
+end
+redis.call('SET', KEYS[1], 'C' .. string.sub(v, 2, 49) .. ARGV[3], 'PX', ARGV[2])
+if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], KEYS[1]) end
+return 1
