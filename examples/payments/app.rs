@@ -162,9 +162,8 @@ impl Ledger for MemoryLedger {
             }
             // The debit lands with its recorded answer, and only while the
             // claim holds; another debit of the account in between: again.
-            match idem_axum::try_commit_response(tx, claim, respond(result)).await {
-                Ok(response) => return response,
-                Err(idem_axum::Conflict(_)) => {}
+            if let Ok(response) = idem_axum::try_commit_response(tx, claim, respond(result)).await {
+                return response;
             }
         }
     }
@@ -294,9 +293,8 @@ impl Ledger for RedisLedger {
             }
             // One script call: the debit and its recorded answer, only while
             // the claim holds; another debit of the account in between: again.
-            match idem_axum::try_commit_response(tx, claim, respond(result)).await {
-                Ok(response) => return response,
-                Err(idem_axum::Conflict(_)) => {}
+            if let Ok(response) = idem_axum::try_commit_response(tx, claim, respond(result)).await {
+                return response;
             }
         }
     }

@@ -65,10 +65,8 @@ fn app() -> App {
 
 /// The payments app on `store`, its balances beside the records.
 fn app_on(store: MemoryStore) -> App {
-    app_with(
-        Engine::new(store.clone()),
-        Arc::new(MemoryLedger::new(&store)),
-    )
+    let ledger = Arc::new(MemoryLedger::new(&store));
+    app_with(Engine::new(store), ledger)
 }
 
 fn app_with(engine: Engine, ledger: Arc<dyn Ledger>) -> App {

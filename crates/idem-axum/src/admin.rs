@@ -48,7 +48,12 @@ impl Target {
 /// - `DELETE /records?scope=<scope>&key=<key>` ends a completed record, so
 ///   that the next request with the key runs again; an in-flight one (its
 ///   holder may still be running: a retry would run twice) answers 409
-///   unless `&force=true`. 404 if there is none.
+///   unless `&force=true`. Forced, the running holder's claim is lost at
+///   once: an effect it commits with its record (`Claim::commit`) is
+///   refused and never lands, so the retry takes effect once; an effect it
+///   already committed, or one outside the store that carries neither the
+///   claim's downstream key nor its fencing token, is not undone. 404 if
+///   there is none.
 ///
 /// Errors are problem+json. The routes are not authenticated: mount them
 /// behind your own authentication, on an internal address.

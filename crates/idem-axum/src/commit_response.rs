@@ -15,7 +15,10 @@ tokio::task_local! {
 
 /// Runs the handler's future with the route's `settings` at hand for
 /// [`commit_response`].
-pub(crate) async fn with_settings<F: std::future::Future>(settings: Settings, handler: F) -> F::Output {
+pub(crate) async fn with_settings<F: std::future::Future>(
+    settings: Settings,
+    handler: F,
+) -> F::Output {
     RUN.scope(settings, handler).await
 }
 
@@ -81,13 +84,13 @@ pub async fn commit_response<T: StoreTransaction>(
     claim: &Claim,
     response: impl IntoResponse,
 ) -> Response {
-    match try_commit_response(tx, claim, response).await {
-        Ok(response) => response,
-        Err(Conflict(_)) => {
-            // Nothing was applied: the claim goes, and the retry runs again.
-            claim.roll_back(NoWrites).await;
-            Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response()
-        }
+    if let Ok(response) = try_commit_response(tx, claim, response).await {
+        response
+    } else {
+        // A conflict: nothing was applied, so the claim goes, and the
+        // retry runs again.
+        claim.roll_back(NoWrites).await;
+        Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response()
     }
 }
 

@@ -286,7 +286,11 @@ mod tests {
     #[test]
     fn downstream_keys_are_stable_per_request_and_distinct_per_call() {
         let k = |scope: &str, key: &str, call: &str| {
-            downstream_key(&Scope::new(scope), &IdempotencyKey::parse(key).unwrap(), call)
+            downstream_key(
+                &Scope::new(scope),
+                &IdempotencyKey::parse(key).unwrap(),
+                call,
+            )
         };
         let charge = k("alice", "k-1", "charge");
         assert_eq!(charge, k("alice", "k-1", "charge"));

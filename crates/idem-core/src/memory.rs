@@ -420,7 +420,9 @@ impl MemoryStore {
         match applied.answer {
             Some(Answer::Completed) => Ok(()),
             Some(other) => Err(unexpected(&other)),
-            None => Err(StoreError::corrupt("memory store: the completion was not applied")),
+            None => Err(StoreError::corrupt(
+                "memory store: the completion was not applied",
+            )),
         }
     }
 

@@ -64,8 +64,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId,
-    RecordInfo, Removal, Store, StoreError,
+    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal,
+    Store, StoreError,
 };
 use sqlx::postgres::PgPool;
 use sqlx::{AssertSqlSafe, PgConnection, Row};

@@ -151,7 +151,11 @@ impl RedisTransaction {
             return Ok(());
         }
         let tag = id.to_hex();
-        let keys = self.reads.iter().map(|(k, _)| k).chain(self.writes.iter().map(|(k, _)| k));
+        let keys = self
+            .reads
+            .iter()
+            .map(|(k, _)| k)
+            .chain(self.writes.iter().map(|(k, _)| k));
         for key in keys {
             if hash_tag(key) != Some(tag.as_str()) {
                 return Err(StoreError::unsupported_because(format!(

@@ -97,7 +97,7 @@ impl fmt::Debug for MemoryTransaction {
             .field("checks", &self.staged.checks.len())
             .field("writes", &self.staged.writes.len())
             .field("completes", &self.staged.completion.is_some())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

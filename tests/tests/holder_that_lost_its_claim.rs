@@ -1,0 +1,216 @@
+//! A holder that lost its claim takes no effect: the payments service's
+//! debit lands once when its holder stalls past its lease and a retry on
+//! another instance takes over, and when an operator force-removes the
+//! record while the debit runs. On memory, Redis and PostgreSQL, each with
+//! the balances where the example keeps them, committed with the record.
+//!
+//! Two instances share one store (two routers in this process). The stall
+//! is a holder whose renewals fail (a partition from the store, a frozen
+//! renewal task), so that its lease ends while its debit is on the way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, StatusCode};
+use idem_core::{
+    async_trait, Begin, Engine, Fingerprint, IdempotencyKey, Lease, MemoryStore, Outcome, Policy,
+    RecordId, Removal, Scope, Store, StoreError,
+};
+use idem_examples::payments::{router, Account, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
+use idem_tests::{pg_store, redis_url, serve, unique_prefix};
+
+const LEASE: Duration = Duration::from_millis(300);
+/// Longer than the lease: the stalled holder's debit is still on its way
+/// when its claim ends.
+const PROVIDER: Duration = Duration::from_millis(800);
+
+/// A store whose renewals never get through: the holder's lease ends while
+/// it runs, as for a holder partitioned from the store or frozen.
+struct RenewalsFail<S>(S);
+
+#[async_trait]
+impl<S: Store> Store for RenewalsFail<S> {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fp: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        self.0.begin(id, fp, lease).await
+    }
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.0.complete(id, lease, outcome, ttl).await
+    }
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+        self.0.release(id, lease).await
+    }
+    async fn renew(&self, _: &RecordId, _: &Lease, _: Duration) -> Result<Lease, StoreError> {
+        Err(StoreError::unavailable(
+            "renewal",
+            "the store cannot be reached from this holder",
+        ))
+    }
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        self.0.remove(id, force).await
+    }
+}
+
+/// Serves the payments routes: records in `store`, balances in `ledger`.
+async fn instance(store: Arc<dyn Store>, ledger: Arc<dyn Ledger>) -> String {
+    serve(router(App {
+        engine: Engine::from_arc(store).with_policy(Policy::default().lease(LEASE)),
+        ledger,
+        debit_delay: PROVIDER,
+    }))
+    .await
+}
+
+async fn debit(url: &str, key: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{url}/accounts/alice/debits"))
+        .header("idempotency-key", key)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(r#"{"amount":100}"#)
+        .send()
+        .await
+        .expect("debit")
+}
+
+async fn balance(url: &str) -> u64 {
+    let account: Account = reqwest::get(format!("{url}/accounts/alice"))
+        .await
+        .expect("balance")
+        .json()
+        .await
+        .expect("account json");
+    account.balance
+}
+
+/// The holder stalls past its lease; the client's retry reaches the other
+/// instance, which takes the claim over and debits; the holder resumes.
+async fn holder_stalls_past_its_lease(stalling: String, other: String) {
+    let first = tokio::spawn(async move { debit(&stalling, "stall-1").await });
+    // The lease ends at 300 ms and is not renewed; the retry comes after.
+    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
+    let retry = debit(&other, "stall-1").await;
+    assert_eq!(retry.status(), StatusCode::CREATED, "the takeover debits");
+    let late = first.await.expect("first request");
+    assert_eq!(
+        late.status(),
+        StatusCode::CONFLICT,
+        "the stalled holder is told it lost its claim, and debits nothing"
+    );
+    let problem = late.text().await.expect("body");
+    assert!(problem.contains("lease-lost"), "{problem}");
+    assert_eq!(balance(&other).await, 9_900, "one debit of 100");
+    // Every later retry replays the takeover's receipt.
+    let again = debit(&other, "stall-1").await;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(
+        again
+            .headers()
+            .get("idempotent-replayed")
+            .map(axum::http::HeaderValue::as_bytes),
+        Some(&b"true"[..])
+    );
+    assert_eq!(balance(&other).await, 9_900);
+}
+
+/// An operator force-removes the record while its debit runs; the client's
+/// retry debits; the removed holder finishes.
+async fn record_force_removed_mid_debit(store: Arc<dyn Store>, url: String) {
+    let id = RecordId::new(
+        &Scope::new("alice"),
+        &IdempotencyKey::parse("forced-1").expect("key"),
+    );
+    let u = url.clone();
+    let first = tokio::spawn(async move { debit(&u, "forced-1").await });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        store.remove(&id, true).await.expect("remove"),
+        Removal::Removed
+    );
+    let retry = debit(&url, "forced-1").await;
+    assert_eq!(retry.status(), StatusCode::CREATED, "the retry debits");
+    let removed = first.await.expect("first request");
+    assert_eq!(
+        removed.status(),
+        StatusCode::CONFLICT,
+        "the removed holder's debit is not applied"
+    );
+    assert_eq!(balance(&url).await, 9_900, "one debit of 100");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_memory() {
+    let records = MemoryStore::new();
+    let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(&records));
+    let stalling = instance(Arc::new(RenewalsFail(records.clone())), Arc::clone(&ledger)).await;
+    let other = instance(Arc::new(records), ledger).await;
+    holder_stalls_past_its_lease(stalling, other).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_force_removed_mid_debit_debits_once_on_memory() {
+    let records = MemoryStore::new();
+    let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(&records));
+    let store: Arc<dyn Store> = Arc::new(records);
+    let url = instance(Arc::clone(&store), ledger).await;
+    record_force_removed_mid_debit(store, url).await;
+}
+
+async fn redis_records(prefix: &str) -> (idem_redis::RedisStore, Arc<dyn Ledger>) {
+    let store = idem_redis::RedisStore::connect(&redis_url())
+        .await
+        .expect("redis")
+        .with_prefix(&format!("{prefix}idem:"));
+    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
+        .await
+        .expect("redis ledger");
+    (store, Arc::new(ledger))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_redis() {
+    let (store, ledger) = redis_records(&unique_prefix("stall")).await;
+    let stalling = instance(Arc::new(RenewalsFail(store.clone())), Arc::clone(&ledger)).await;
+    let other = instance(Arc::new(store), ledger).await;
+    holder_stalls_past_its_lease(stalling, other).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_force_removed_mid_debit_debits_once_on_redis() {
+    let (store, ledger) = redis_records(&unique_prefix("forced")).await;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let url = instance(Arc::clone(&store), ledger).await;
+    record_force_removed_mid_debit(store, url).await;
+}
+
+async fn pg_records() -> (idem_postgres::PgStore, Arc<dyn Ledger>) {
+    let store = pg_store().await;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger migration");
+    (store, Arc::new(ledger))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_postgres() {
+    let (store, ledger) = pg_records().await;
+    let stalling = instance(Arc::new(RenewalsFail(store.clone())), Arc::clone(&ledger)).await;
+    let other = instance(Arc::new(store), ledger).await;
+    holder_stalls_past_its_lease(stalling, other).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_force_removed_mid_debit_debits_once_on_postgres() {
+    let (store, ledger) = pg_records().await;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let url = instance(Arc::clone(&store), ledger).await;
+    record_force_removed_mid_debit(store, url).await;
+}
