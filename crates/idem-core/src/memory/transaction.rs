@@ -71,7 +71,7 @@ pub(super) struct Staged {
 ///             tx.check("the balance of alice", move || b.lock().unwrap()["alice"] == seen);
 ///             let b = Arc::clone(&balances);
 ///             tx.write(move || *b.lock().unwrap().get_mut("alice").unwrap() = seen - 30);
-///             let outcome = idem_core::encode_result::<u64, Never>(&Ok(seen - 30))?;
+///             let outcome = idem_core::encode_result::<u64, Never>(&Ok(seen - 30)).expect("a u64 encodes");
 ///             match claim.commit(tx, &outcome).await {
 ///                 Ok(()) => return Ok::<_, Never>(seen - 30),
 ///                 Err(e) if e.is_conflict() => continue,
