@@ -5,6 +5,11 @@
 #[path = "payments/app.rs"]
 pub mod payments;
 
+/// The payment provider the payments example charges through
+/// (`cargo run --example provider`).
+#[path = "payments/provider.rs"]
+pub mod provider;
+
 pub mod setup;
 
 /// Serving a router with a header read timeout (used by the payments example).

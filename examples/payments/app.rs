@@ -19,6 +19,8 @@ use idem_axum::idempotent;
 use idem_core::{Claim, Engine, MemoryStore};
 use idem_postgres::{PgStore, PgTransaction};
 use idem_redis::RedisStore;
+
+use crate::provider::ProviderClient;
 use serde::{Deserialize, Serialize};
 use sqlx::AssertSqlSafe;
 
@@ -452,8 +454,11 @@ pub struct App {
     pub engine: Engine,
     /// The balances.
     pub ledger: Arc<dyn Ledger>,
-    /// A simulated payment-provider delay inside each debit.
+    /// A simulated delay inside each debit, after the provider's charge.
     pub debit_delay: Duration,
+    /// The payment provider each debit charges through, if any
+    /// (`PROVIDER_URL`).
+    pub provider: Option<ProviderClient>,
 }
 
 /// A debit request.
@@ -556,7 +561,6 @@ async fn debit(
     if let Some(r) = invalid_account(&account).or_else(|| invalid_amount(&req)) {
         return r;
     }
-    pay_provider(&app).await;
     // A fencing token is unique only within its record; with the record's
     // address it names this debit and no other.
     let debit_id = format!(
@@ -566,8 +570,34 @@ async fn debit(
     );
     let amount = req.amount;
     let answer = |result| debit_answer(&debit_id, &account, amount, result);
-    // The PostgreSQL ledger commits the debit and its recorded answer in one
-    // transaction; the others leave the record to idem.
+    if let Some(provider) = &app.provider {
+        // Nothing is charged for a debit the ledger refuses.
+        match app.ledger.balance(&account).await {
+            Ok(balance) if balance < amount => {
+                return answer(Err(LedgerError::InsufficientFunds { balance, amount }));
+            }
+            Ok(_) => {}
+            Err(e) => return answer(Err(e)),
+        }
+        // The charge's key is the claim's downstream key: the same for every
+        // attempt at this debit, so a takeover's repeat is charged once.
+        if let Err(e) = provider
+            .charge(&claim.downstream_key("charge"), &account, amount)
+            .await
+        {
+            // Whether it charged is unknown: 503 is not recorded, the claim
+            // goes, and the retry charges again with the same key.
+            return problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "provider-unavailable",
+                "Payment provider unavailable",
+                &e.to_string(),
+            );
+        }
+    }
+    pay_provider(&app).await;
+    // Every ledger commits the debit with its recorded answer, and only
+    // while the claim holds.
     app.ledger
         .debit_and_record(&account, amount, &claim, &answer)
         .await
@@ -586,7 +616,8 @@ pub fn invalid_amount(req: &Debit) -> Option<Response> {
     None
 }
 
-/// The payment provider: slow on purpose when `DEBIT_DELAY_MS` is set.
+/// The slow part of a debit (a payment provider without `PROVIDER_URL`, or
+/// the rest of the work after the charge): `DEBIT_DELAY_MS`.
 pub async fn pay_provider(app: &App) {
     if !app.debit_delay.is_zero() {
         tokio::time::sleep(app.debit_delay).await;

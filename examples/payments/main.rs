@@ -18,7 +18,11 @@
 //! - `DATABASE_URL`: records and balances in PostgreSQL (schema `PG_SCHEMA`,
 //!   default `payments`), each debit committed with its record;
 //! - neither: both in memory;
-//! - `DEBIT_DELAY_MS`: a slow payment provider inside each debit (default 0);
+//! - `PROVIDER_URL`: the payment provider each debit charges through
+//!   (`cargo run --example provider`), with the debit's claim's downstream
+//!   key as the charge's idempotency key; none if not set;
+//! - `DEBIT_DELAY_MS`: a slow step inside each debit, after the charge
+//!   (default 0);
 //! - `LEASE_MS`: how long a claim lives without renewal (default 10000): how
 //!   long a key stays blocked after its holder crashed;
 //! - `HEADER_TIMEOUT_MS`: how long a client has to send its request headers
@@ -29,6 +33,7 @@ use std::time::Duration;
 
 use idem_core::{Policy, DEFAULT_LEASE};
 use idem_examples::payments::{router, App};
+use idem_examples::provider::ProviderClient;
 use idem_examples::serve::{serve, HEADER_READ_TIMEOUT};
 use idem_examples::setup::{from_env, millis};
 
@@ -59,6 +64,9 @@ async fn run() -> Result<(), String> {
         engine: engine.with_policy(Policy::default().lease(lease)),
         ledger,
         debit_delay,
+        provider: std::env::var("PROVIDER_URL")
+            .ok()
+            .map(|url| ProviderClient::new(&url)),
     };
     if let Ok(metrics_addr) = std::env::var("METRICS_ADDR") {
         serve_metrics(&metrics_addr, header_timeout).await?;

@@ -74,6 +74,7 @@ fn app_with(engine: Engine, ledger: Arc<dyn Ledger>) -> App {
         engine,
         ledger,
         debit_delay: Duration::ZERO,
+        provider: None,
     }
 }
 

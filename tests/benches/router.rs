@@ -34,6 +34,7 @@ fn app() -> App {
             .with_policy(Policy::default().ttl(Duration::from_secs(2))),
         ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
+        provider: None,
     }
 }
 

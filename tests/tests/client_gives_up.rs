@@ -75,6 +75,7 @@ async fn start(store: impl Store, ledger: Arc<dyn Ledger>) -> String {
             after: PROVIDER,
         }),
         debit_delay: PROVIDER,
+        provider: None,
     }))
     .await;
     url.trim_start_matches("http://").to_owned()

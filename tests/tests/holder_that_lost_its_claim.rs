@@ -17,6 +17,7 @@ use idem_core::{
     RecordId, Removal, Scope, Store, StoreError,
 };
 use idem_examples::payments::{router, Account, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
+use idem_examples::provider::{provider_router, Charges, Provider, ProviderClient};
 use idem_tests::{pg_store, redis_url, serve, unique_prefix};
 
 const LEASE: Duration = Duration::from_millis(300);
@@ -63,12 +64,33 @@ impl<S: Store> Store for RenewalsFail<S> {
 
 /// Serves the payments routes: records in `store`, balances in `ledger`.
 async fn instance(store: Arc<dyn Store>, ledger: Arc<dyn Ledger>) -> String {
+    charging(store, ledger, None).await
+}
+
+/// The same, charging each debit through the provider at `provider`.
+async fn charging(
+    store: Arc<dyn Store>,
+    ledger: Arc<dyn Ledger>,
+    provider: Option<&str>,
+) -> String {
     serve(router(App {
         engine: Engine::from_arc(store).with_policy(Policy::default().lease(LEASE)),
         ledger,
         debit_delay: PROVIDER,
+        provider: provider.map(ProviderClient::new),
     }))
     .await
+}
+
+/// The payment provider, its charges counted.
+async fn provider() -> (String, Charges) {
+    let charges = Charges::default();
+    let url = serve(provider_router(Provider {
+        engine: Engine::new(MemoryStore::new()),
+        charges: charges.clone(),
+    }))
+    .await;
+    (url, charges)
 }
 
 async fn debit(url: &str, key: &str) -> reqwest::Response {
@@ -213,4 +235,35 @@ async fn record_force_removed_mid_debit_debits_once_on_postgres() {
     let store: Arc<dyn Store> = Arc::new(store);
     let url = instance(Arc::clone(&store), ledger).await;
     record_force_removed_mid_debit(store, url).await;
+}
+
+/// The debit charges a payment provider before it debits the ledger. The
+/// holder charges, then stalls past its lease; the takeover on the other
+/// instance charges again with the same downstream key, and the provider
+/// answers with the first charge: one charge, one debit.
+async fn the_provider_charges_once(
+    store: Arc<dyn Store>,
+    stalling: Arc<dyn Store>,
+    ledger: Arc<dyn Ledger>,
+) {
+    let (provider, charges) = provider().await;
+    let stalling = charging(stalling, Arc::clone(&ledger), Some(&provider)).await;
+    let other = charging(store, ledger, Some(&provider)).await;
+    holder_stalls_past_its_lease(stalling, other).await;
+    assert_eq!(charges.count(), 1, "the provider charged once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_debit_taken_over_charges_the_provider_once_on_memory() {
+    let records = MemoryStore::new();
+    let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(&records));
+    let stalling = Arc::new(RenewalsFail(records.clone()));
+    the_provider_charges_once(Arc::new(records), stalling, ledger).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_debit_taken_over_charges_the_provider_once_on_redis() {
+    let (store, ledger) = redis_records(&unique_prefix("provider")).await;
+    let stalling = Arc::new(RenewalsFail(store.clone()));
+    the_provider_charges_once(Arc::new(store), stalling, ledger).await;
 }

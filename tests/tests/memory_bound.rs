@@ -160,6 +160,7 @@ async fn a_service_running_far_past_the_bound_never_answers_503() {
         engine: Engine::new(store.clone()),
         ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
+        provider: None,
     }))
     .await;
     let c = reqwest::Client::new();

@@ -37,6 +37,7 @@ async fn a_scrape_shows_each_decision_and_the_store_s_latency() {
         engine: Engine::new(store.clone()),
         ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
+        provider: None,
     }))
     .await;
     assert_eq!(debit(&url, "m-1", 100).await, 201);

@@ -18,6 +18,7 @@ async fn start(debit_delay: Duration) -> (String, String) {
         engine: Engine::new(store.clone()),
         ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay,
+        provider: None,
     };
     let admin = serve(idem_axum::admin_router(app.engine.clone())).await;
     (serve(router(app)).await, admin)

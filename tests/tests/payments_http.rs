@@ -21,6 +21,7 @@ async fn start_on(store: impl Store, ledger: &MemoryStore, delay: Duration) -> S
         engine: Engine::new(store),
         ledger: Arc::new(MemoryLedger::new(ledger)),
         debit_delay: delay,
+        provider: None,
     }))
     .await
 }
@@ -362,6 +363,7 @@ async fn clients_that_stop_mid_headers_are_disconnected() {
         engine: Engine::new(store.clone()),
         ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
+        provider: None,
     });
     tokio::spawn(idem_examples::serve::serve(
         listener,

@@ -33,6 +33,7 @@ async fn client_gone_mid_transaction_leaves_nothing_open_and_debits_once() {
         engine: Engine::new(store),
         ledger: Arc::new(ledger),
         debit_delay: Duration::ZERO,
+        provider: None,
     }))
     .await;
     let c = reqwest::Client::new();
@@ -130,6 +131,7 @@ async fn an_amount_beyond_the_ledger_is_refused_not_recorded_as_a_wrong_answer()
         engine: Engine::new(store),
         ledger: Arc::new(ledger),
         debit_delay: Duration::ZERO,
+        provider: None,
     }))
     .await;
     let r = reqwest::Client::new()

@@ -22,6 +22,7 @@ async fn instance(prefix: &str, delay: Duration) -> String {
         engine: Engine::new(store),
         ledger: Arc::new(ledger),
         debit_delay: delay,
+        provider: None,
     }))
     .await
 }
