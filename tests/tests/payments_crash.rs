@@ -1,6 +1,9 @@
 //! A `payments` process on PostgreSQL is killed (SIGKILL) in the middle of a
 //! debit; a retry on a second instance, once the dead instance's lease has
-//! run out, debits exactly once.
+//! run out, debits exactly once. A `payments` process on Redis or
+//! PostgreSQL is frozen (SIGSTOP) in the middle of a debit past its lease; a
+//! retry on a second instance takes over and debits; the frozen process
+//! resumes (SIGCONT) and debits nothing.
 //!
 //! Runs the real example binary (`target/<profile>/examples/payments`, built
 //! by `cargo build --examples`; `scripts/test.sh` builds it first).
@@ -10,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use axum::http::{header, StatusCode};
-use idem_tests::{database_url, pg_pool, unique_schema};
+use idem_tests::{database_url, pg_pool, redis_url, unique_prefix, unique_schema};
 
 fn payments_binary() -> PathBuf {
     // target/<profile>/deps/<this test> -> target/<profile>/examples/payments
@@ -49,16 +52,29 @@ impl Drop for Instance {
 
 /// Starts the example on PostgreSQL; `lease_ms` `None` keeps its default.
 async fn start(schema: &str, delay_ms: u64, lease_ms: Option<u64>) -> Instance {
+    let store = [
+        ("DATABASE_URL", database_url()),
+        ("PG_SCHEMA", schema.to_owned()),
+    ];
+    start_on(&store, delay_ms, lease_ms).await
+}
+
+/// Starts the example on the store the `store` variables name.
+async fn start_on(store: &[(&str, String)], delay_ms: u64, lease_ms: Option<u64>) -> Instance {
     let port = free_port();
     let mut command = Command::new(payments_binary());
     command
-        .env("DATABASE_URL", database_url())
-        .env("PG_SCHEMA", schema)
+        .env_remove("DATABASE_URL")
+        .env_remove("REDIS_URL")
+        .env_remove("PROVIDER_URL")
+        .env_remove("LEASE_MS");
+    for (name, value) in store {
+        command.env(name, value);
+    }
+    command
         .env("ADDR", format!("127.0.0.1:{port}"))
         .env("DEBIT_DELAY_MS", delay_ms.to_string())
         .env("RUST_LOG", "warn")
-        .env_remove("REDIS_URL")
-        .env_remove("LEASE_MS")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if let Some(lease_ms) = lease_ms {
@@ -84,11 +100,21 @@ async fn start(schema: &str, delay_ms: u64, lease_ms: Option<u64>) -> Instance {
 }
 
 async fn debit(client: &reqwest::Client, url: &str) -> reqwest::Result<reqwest::Response> {
+    debit_of(client, url, "ivy", "crash-1", 1000).await
+}
+
+async fn debit_of(
+    client: &reqwest::Client,
+    url: &str,
+    account: &str,
+    key: &str,
+    amount: u64,
+) -> reqwest::Result<reqwest::Response> {
     client
-        .post(format!("{url}/accounts/ivy/debits"))
-        .header("idempotency-key", "crash-1")
+        .post(format!("{url}/accounts/{account}/debits"))
+        .header("idempotency-key", key)
         .header(header::CONTENT_TYPE, "application/json")
-        .body(r#"{"amount":1000}"#)
+        .body(format!(r#"{{"amount":{amount}}}"#))
         .timeout(Duration::from_secs(10))
         .send()
         .await
@@ -118,8 +144,12 @@ async fn claimed(schema: &str) {
 }
 
 async fn balance(client: &reqwest::Client, url: &str) -> u64 {
+    balance_of(client, url, "ivy").await
+}
+
+async fn balance_of(client: &reqwest::Client, url: &str, account: &str) -> u64 {
     let v: serde_json::Value = client
-        .get(format!("{url}/accounts/ivy"))
+        .get(format!("{url}/accounts/{account}"))
         .send()
         .await
         .expect("balance")
@@ -211,4 +241,106 @@ async fn a_crashed_holder_blocks_its_key_for_at_most_the_default_lease() {
         9_000,
         "exactly one debit"
     );
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to the instance's process.
+fn signal(instance: &Instance, signal: &str) {
+    let sent = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(instance.child.id().to_string())
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "kill -{signal}");
+}
+
+/// Waits until the Redis record of `account`'s debit under `key` exists:
+/// the first instance holds the claim.
+async fn claimed_on_redis(account: &str, key: &str) {
+    let id = idem_core::RecordId::new(
+        &idem_core::Scope::new(account),
+        &idem_core::IdempotencyKey::parse(key).expect("key"),
+    );
+    let record = format!("payments:idem:{{{}}}", id.to_hex());
+    let client = redis::Client::open(redis_url()).expect("redis url");
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let found: bool = redis::AsyncCommands::exists(&mut c, &record)
+            .await
+            .unwrap_or(false);
+        if found {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the debit never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Two instances share the store. The first takes a debit's claim and is
+/// frozen (SIGSTOP: a GC or VM pause, a frozen container) for longer than
+/// its lease; the client's retry reaches the second, which takes the claim
+/// over and debits; the first resumes and finds its claim lost: its debit
+/// never lands, and the account is debited once.
+async fn frozen_past_the_lease_debits_once(
+    store: &[(&str, String)],
+    account: &str,
+    claimed: impl std::future::Future<Output = ()>,
+) {
+    let lease_ms = 1000;
+    let first = start_on(store, 600, Some(lease_ms)).await;
+    let second = start_on(store, 0, Some(lease_ms)).await;
+    let client = reqwest::Client::new();
+    let in_flight = {
+        let (client, url, account) = (client.clone(), first.url.clone(), account.to_owned());
+        tokio::spawn(async move { debit_of(&client, &url, &account, "frozen-1", 100).await })
+    };
+    claimed.await;
+    signal(&first, "STOP");
+    // A renewal just before the freeze keeps the claim one lease at most.
+    tokio::time::sleep(Duration::from_millis(lease_ms + 500)).await;
+    let retried = debit_of(&client, &second.url, account, "frozen-1", 100)
+        .await
+        .expect("retry");
+    assert_eq!(retried.status(), StatusCode::CREATED, "the takeover debits");
+    signal(&first, "CONT");
+    let late = in_flight
+        .await
+        .expect("task")
+        .expect("the frozen instance answers once it resumes");
+    assert_eq!(
+        late.status(),
+        StatusCode::CONFLICT,
+        "the frozen holder lost its claim and debits nothing"
+    );
+    assert!(late.text().await.expect("body").contains("lease-lost"));
+    assert_eq!(
+        balance_of(&client, &second.url, account).await,
+        9_900,
+        "one debit of 100"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_past_its_lease_then_taken_over_debits_once_on_redis() {
+    // The example's Redis keys are fixed: an account of this run's own.
+    let account = unique_prefix("frozen").replace(':', "-");
+    let account = account.trim_end_matches('-');
+    let store = [("REDIS_URL", redis_url())];
+    frozen_past_the_lease_debits_once(&store, account, claimed_on_redis(account, "frozen-1")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_past_its_lease_then_taken_over_debits_once_on_postgres() {
+    let schema = unique_schema();
+    let store = [
+        ("DATABASE_URL", database_url()),
+        ("PG_SCHEMA", schema.clone()),
+    ];
+    frozen_past_the_lease_debits_once(&store, "ivy", claimed(&schema)).await;
 }
