@@ -12,7 +12,10 @@
 //! baseline doing only `SET NX` and `SET` on the same Redis. `-- redis-own-core`
 //! runs the redis pair with Redis pinned to core 1 and this process (server
 //! and `wrk`) to core 0, as when Redis has its own host (needs `taskset` and
-//! two cores; the affinities are restored after).
+//! two cores; the affinities are restored after). `-- redis-fenced` runs
+//! idem on Redis with the balances in Redis, each debit applied and then
+//! recorded (the design before issue 23) against each debit committed with
+//! its record in one script call (`RedisTransaction`): the fence's cost.
 //!
 //! Rounds alternate between the two servers so that drift on a noisy machine
 //! hits both; the report gives the median of the rounds and the ratio.
@@ -208,20 +211,81 @@ async fn redis_pair() -> Result<(String, String), String> {
         .await
         .map_err(|e| e.to_string())?
         .with_prefix(&format!("{run}idem:"));
-    // Records of this run expire after 10 minutes (and are deleted at the end).
-    let engine =
-        Engine::new(store.clone()).with_policy(Policy::default().ttl(Duration::from_secs(600)));
-    // Balances in Redis too, each debit committed with its record.
-    let ledger = RedisLedger::connect(&url, &store, &format!("{run}balance:"))
-        .await
-        .map_err(|e| format!("redis at {url}: {e}"))?;
+    // Records of this run expire after 10 minutes (and are deleted at the
+    // end); balances in memory on both sides, as the baseline keeps them.
+    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+    let ledger = Unfenced(MemoryLedger::new(&MemoryStore::new()));
     Ok((
         idem_tests::serve(naive).await,
         idem_tests::serve(router(app_with(engine, Arc::new(ledger)))).await,
     ))
 }
 
-/// Deletes every key this run wrote to the shared Redis.
+/// A ledger that debits on its own and leaves the record to the engine: the
+/// design before fenced transactions (a holder that lost its claim could
+/// still debit), kept to measure what the fence costs.
+struct Unfenced<L>(L);
+
+#[idem_core::async_trait]
+impl<L: Ledger> Ledger for Unfenced<L> {
+    async fn balance(&self, account: &str) -> Result<u64, idem_examples::payments::LedgerError> {
+        self.0.balance(account).await
+    }
+    async fn debit(
+        &self,
+        account: &str,
+        amount: u64,
+    ) -> Result<u64, idem_examples::payments::LedgerError> {
+        self.0.debit(account, amount).await
+    }
+}
+
+/// idem on Redis with the balances in Redis too: each debit applied by the
+/// ledger's own script and then recorded (`Unfenced`, the design before
+/// issue 23), against each debit read and committed with its record in one
+/// script call while the claim holds (`RedisTransaction`).
+async fn redis_fenced_pair() -> Result<(String, String), String> {
+    let url = idem_tests::redis_url();
+    let run = format!("idem-bench:{}:", std::process::id());
+    let mut urls = Vec::new();
+    for (side, fenced) in [("unfenced", false), ("fenced", true)] {
+        let store = RedisStore::connect(&url)
+            .await
+            .map_err(|e| e.to_string())?
+            .with_prefix(&format!("{run}{side}:idem:"));
+        let ledger = RedisLedger::connect(&url, &store, &format!("{run}{side}:balance:"))
+            .await
+            .map_err(|e| format!("redis at {url}: {e}"))?;
+        let ledger: Arc<dyn Ledger> = if fenced {
+            Arc::new(ledger)
+        } else {
+            Arc::new(Unfenced(ledger))
+        };
+        let engine =
+            Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+        urls.push(idem_tests::serve(router(app_with(engine, ledger))).await);
+    }
+    let fenced = urls.pop().ok_or("no fenced server")?;
+    let unfenced = urls.pop().ok_or("no unfenced server")?;
+    Ok((unfenced, fenced))
+}
+
+fn run_redis_fenced_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let (unfenced, fenced) = rt.block_on(redis_fenced_pair())?;
+    let compared = compare(
+        "redis-fenced",
+        ["debit, then record (before)", "debit committed with record"],
+        [&unfenced, &fenced],
+        script,
+        Some("redis-server"),
+    );
+    match rt.block_on(redis_cleanup()) {
+        Ok(n) => println!("  deleted the run's {n} keys from Redis"),
+        Err(e) => eprintln!("  could not delete the run's keys: {e}"),
+    }
+    compared
+}
+
 async fn redis_cleanup() -> Result<u64, redis::RedisError> {
     let mut con = redis::Client::open(idem_tests::redis_url().as_str())?
         .get_multiplexed_async_connection()
@@ -725,7 +789,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|actix|grpc|postgres|redis-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|redis-fenced|actix|grpc|postgres|redis-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -763,6 +827,9 @@ fn main() -> ExitCode {
         }
         if wanted("redis") {
             run_redis_pair(&rt, "redis", &script)?;
+        }
+        if wanted("redis-fenced") {
+            run_redis_fenced_pair(&rt, &script)?;
         }
         if wanted("actix") {
             let [bare, idem] = actix_pair();
