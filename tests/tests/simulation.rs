@@ -15,6 +15,16 @@
 //! - a caller that retries once everything has settled gets the recorded
 //!   outcome, or runs if nothing was recorded.
 //!
+//! A second run commits each effect with its record (`Claim::commit` over a
+//! `MemoryTransaction`), and adds holders that stall: their renewals never
+//! get through (a frozen process, a partition), so their lease ends while
+//! they work and another caller takes over. There, whatever the faults:
+//!
+//! - at most one effect ever lands, and only under a claim that held at its
+//!   commit: no stalled holder's effect lands beside its successor's;
+//! - a landed effect is the recorded outcome, which every replay and the
+//!   settled retry get.
+//!
 //! A failing seed is printed and replays exactly:
 //! `IDEM_SIM_SEED=<seed> cargo nextest run -p idem-tests --test simulation`.
 //! `IDEM_SIM_SEEDS=<n>` runs more seeds than the CI budget (default 20 000).
@@ -28,8 +38,9 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use idem_core::memory::Clock;
 use idem_core::{
-    async_trait, Begin, Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, Lease,
-    MemoryStore, Outcome, Policy, Ran, RecordId, Store, StoreError,
+    async_trait, encode_result, Begin, Call, Engine, Error, Failure, Fingerprint, IdempotencyKey,
+    Lease, MemoryStore, Outcome, Policy, Ran, RecordId, RecordInfo, RecordInfoState, Store,
+    StoreError,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -197,6 +208,8 @@ struct Plan {
     panic_before_effect: bool,
     panic_after_effect: bool,
     declines: bool,
+    /// Its renewals never get through (a stalled holder).
+    stalls: bool,
 }
 
 fn plan(rng: &mut StdRng, engines: usize) -> Plan {
@@ -214,6 +227,7 @@ fn plan(rng: &mut StdRng, engines: usize) -> Plan {
         panic_before_effect: rng.random_bool(0.05),
         panic_after_effect: rng.random_bool(0.05),
         declines: rng.random_bool(0.1),
+        stalls: rng.random_bool(0.25),
     }
 }
 
@@ -241,6 +255,7 @@ fn spawn_caller(
     call: Call,
     effects: &Effects,
     answers: &Answers,
+    transactions: Option<MemoryStore>,
 ) -> tokio::task::JoinHandle<()> {
     let (effects, answers) = (Arc::clone(effects), Arc::clone(answers));
     tokio::spawn(async move {
@@ -252,10 +267,23 @@ fn spawn_caller(
                 return Err(Declined);
             }
             let token = claim.fencing_token().0;
-            effects
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((i, token));
+            if let Some(store) = transactions {
+                // The effect lands with the record, while the claim holds.
+                let mut tx = store.transaction();
+                tx.write(move || {
+                    effects
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((i, token));
+                });
+                let outcome = encode_result(&Ok::<_, Declined>(token)).map_err(|_| Declined)?;
+                claim.commit(tx, &outcome).await.map_err(|_| Declined)?;
+            } else {
+                effects
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((i, token));
+            }
             assert!(!p.panic_after_effect, "simulated panic after the effect");
             tokio::task::yield_now().await;
             Ok(token)
@@ -274,7 +302,16 @@ fn spawn_caller(
     })
 }
 
-async fn simulate(seed: u64, tally: &mut Seen) -> Result<String, String> {
+/// How the operations take effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The effect, then the engine records the result.
+    EffectThenRecord,
+    /// The effect committed with its record; some holders stall.
+    CommittedWithRecord,
+}
+
+async fn simulate(seed: u64, mode: Mode, tally: &mut Seen) -> Result<String, String> {
     let mut rng = StdRng::seed_from_u64(seed);
     let clock = Arc::new(SimClock {
         start: tokio::time::Instant::now(),
@@ -286,12 +323,13 @@ async fn simulate(seed: u64, tally: &mut Seen) -> Result<String, String> {
         rng: Mutex::new(StdRng::seed_from_u64(seed ^ 0x5eed)),
         log: Mutex::new(Log::default()),
     });
+    let engine_on =
+        |store: Arc<dyn Store>| Engine::from_arc(store).with_policy(Policy::default().lease(LEASE));
     let engines: Vec<Engine> = (0..3)
-        .map(|_| {
-            Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
-                .with_policy(Policy::default().lease(LEASE))
-        })
+        .map(|_| engine_on(Arc::clone(&store) as Arc<dyn Store>))
         .collect();
+    let stalled = engine_on(Arc::new(Stalled(Arc::clone(&store))));
+    let transactions = (mode == Mode::CommittedWithRecord).then(|| store.inner.clone());
     let call = Call::new(
         "sim",
         IdempotencyKey::parse("k").map_err(|e| e.to_string())?,
@@ -303,13 +341,19 @@ async fn simulate(seed: u64, tally: &mut Seen) -> Result<String, String> {
     let tasks: Vec<_> = (0..callers)
         .map(|i| {
             let p = plan(&mut rng, engines.len());
+            let engine = if p.stalls && mode == Mode::CommittedWithRecord {
+                stalled.clone()
+            } else {
+                engines[p.engine].clone()
+            };
             spawn_caller(
                 i,
                 p,
-                engines[p.engine].clone(),
+                engine,
                 call.clone(),
                 &effects,
                 &answers,
+                transactions.clone(),
             )
         })
         .collect();
@@ -327,7 +371,12 @@ async fn simulate(seed: u64, tally: &mut Seen) -> Result<String, String> {
         let log = store.log.lock().unwrap_or_else(PoisonError::into_inner);
         (log.released.clone(), log.completed.clone())
     };
-    let recorded = check_log(&effects, &released, &completed, &answers, tally)?;
+    let recorded = match mode {
+        Mode::EffectThenRecord => check_log(&effects, &released, &completed, &answers, tally)?,
+        Mode::CommittedWithRecord => {
+            check_committed(&effects, &store.inner, &call, &answers, tally).await?
+        }
+    };
     let transcript = format!(
         "effects {effects:?}, recorded {recorded:?}, answers {:?}",
         answers.lock().unwrap_or_else(PoisonError::into_inner)
@@ -396,6 +445,96 @@ fn check_log(
     Ok(recorded)
 }
 
+/// The invariants when every effect commits with its record: at most one
+/// effect, and it is the recorded outcome that every replay got.
+async fn check_committed(
+    effects: &[(usize, u64)],
+    store: &MemoryStore,
+    call: &Call,
+    answers: &Answers,
+    tally: &mut Seen,
+) -> Result<Option<u64>, String> {
+    if effects.len() > 1 {
+        return Err(format!(
+            "{} effects landed, under tokens {effects:?}: a holder that lost its claim took effect",
+            effects.len()
+        ));
+    }
+    let recorded = match store.inspect(call.record_id()).await {
+        Ok(Some(RecordInfo {
+            state: RecordInfoState::Completed { outcome, .. },
+            ..
+        })) => Some(
+            serde_json::from_slice::<serde_json::Value>(outcome.as_bytes())
+                .ok()
+                .and_then(|v| v["ok"].as_u64())
+                .ok_or_else(|| format!("an unreadable record: {outcome:?}"))?,
+        ),
+        Ok(_) => None,
+        Err(e) => return Err(format!("inspect: {e}")),
+    };
+    match (effects.first(), recorded) {
+        (Some(&(_, token)), Some(r)) if r == token => {}
+        (None, None) => {}
+        (effect, recorded) => {
+            return Err(format!(
+                "the effect {effect:?} and the record {recorded:?} differ"
+            ))
+        }
+    }
+    tally.effects += effects.len();
+    tally.recorded += usize::from(recorded.is_some());
+    for (caller, answer) in answers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+    {
+        if let Ok(Ran::Replayed(v)) = answer {
+            tally.replays += 1;
+            if Some(*v) != recorded {
+                return Err(format!(
+                    "caller {caller} replayed {v}, but the record holds {recorded:?}"
+                ));
+            }
+        }
+    }
+    Ok(recorded)
+}
+
+/// A holder that stalls: the simulated store, but its renewals never get
+/// through, so its lease ends while it works.
+struct Stalled(Arc<FaultyStore>);
+
+#[async_trait]
+impl Store for Stalled {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fp: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        self.0.begin(id, fp, lease).await
+    }
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.0.complete(id, lease, outcome, ttl).await
+    }
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+        self.0.release(id, lease).await
+    }
+    async fn renew(&self, _: &RecordId, _: &Lease, _: Duration) -> Result<Lease, StoreError> {
+        Err(StoreError::unavailable(
+            "simulated stall",
+            std::io::Error::other("the holder is frozen"),
+        ))
+    }
+}
+
 /// The simulated store without its faults, for the settled retry.
 struct FaultFree(Arc<FaultyStore>);
 
@@ -427,16 +566,31 @@ impl Store for FaultFree {
 }
 
 fn run_seed(seed: u64, tally: &mut Seen) -> Result<String, String> {
+    run_seed_in(seed, Mode::EffectThenRecord, tally)
+}
+
+fn run_seed_in(seed: u64, mode: Mode, tally: &mut Seen) -> Result<String, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(|e| e.to_string())?;
-    rt.block_on(simulate(seed, tally))
+    rt.block_on(simulate(seed, mode, tally))
 }
 
 #[test]
 fn thousands_of_seeded_runs_with_faults_keep_every_invariant() {
+    seeded_runs(Mode::EffectThenRecord, 20_000);
+}
+
+#[test]
+fn thousands_of_seeded_runs_with_stalled_holders_take_each_effect_once() {
+    seeded_runs(Mode::CommittedWithRecord, 10_000);
+}
+
+/// Runs the seeds (`IDEM_SIM_SEED`, or `IDEM_SIM_SEEDS`, or `default`) in
+/// `mode` and fails with every seed that broke an invariant.
+fn seeded_runs(mode: Mode, default: u64) {
     // The panics the plans ask for are expected; keep the output readable.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|info| {
@@ -455,14 +609,14 @@ fn thousands_of_seeded_runs_with_faults_keep_every_invariant() {
             let n = std::env::var("IDEM_SIM_SEEDS")
                 .ok()
                 .and_then(|n| n.parse().ok())
-                .unwrap_or(20_000);
+                .unwrap_or(default);
             (0..n).collect()
         }
     };
     let mut failures = Vec::new();
     let mut seen = Seen::default();
     for seed in &seeds {
-        if let Err(why) = run_seed(*seed, &mut seen) {
+        if let Err(why) = run_seed_in(*seed, mode, &mut seen) {
             failures.push(format!("seed {seed}: {why}"));
         }
     }
