@@ -198,6 +198,10 @@ impl Failure for Declined {
 
 /// What one caller does, drawn from the seed.
 #[derive(Debug, Clone, Copy)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent faults, each drawn on its own"
+)]
 struct Plan {
     engine: usize,
     start_after: Duration,
