@@ -16,9 +16,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use idem_axum::idempotent;
-use idem_core::{Claim, Engine, MemoryStore};
+use idem_core::{
+    Claim, Engine, MemoryStore, MemoryTransaction, Outcome, StoreError, StoreTransaction,
+};
 use idem_postgres::{PgStore, PgTransaction};
-use idem_redis::RedisStore;
+use idem_redis::{RedisStore, RedisTransaction};
 
 use crate::provider::ProviderClient;
 use serde::{Deserialize, Serialize};
@@ -40,9 +42,58 @@ pub type Respond<'a> = &'a (dyn Fn(Result<u64, LedgerError>) -> Response + Send 
 
 /// Commits a debit's open transaction, after recording in it the answer
 /// the debit gets (`idem_tonic::commit_with_record`, say).
-pub type Commit<'a> = &'a (dyn Fn(PgTransaction) -> Pin<Box<dyn Future<Output = Result<(), LedgerError>> + Send>>
+pub type Commit<'a> = &'a (dyn Fn(LedgerTx) -> Pin<Box<dyn Future<Output = Result<(), LedgerError>> + Send>>
          + Send
          + Sync);
+
+/// A debit's open transaction, in the store where the ledger keeps its
+/// balances beside the idempotency records: it commits with the record,
+/// only while the claim holds.
+pub enum LedgerTx {
+    /// Balances in this process ([`MemoryLedger`]).
+    Memory(MemoryTransaction),
+    /// Balances in Redis ([`RedisLedger`]).
+    Redis(RedisTransaction),
+    /// Balances in PostgreSQL ([`PgLedger`]).
+    Postgres(PgTransaction),
+}
+
+impl LedgerTx {
+    /// Commits the debit without a record (a debit outside idem). A Redis
+    /// transaction commits with a record only.
+    pub async fn commit_alone(self) -> Result<(), LedgerError> {
+        StoreTransaction::commit(self)
+            .await
+            .map_err(|e| LedgerError::Unavailable(e.to_string()))
+    }
+}
+
+#[idem_core::async_trait]
+impl StoreTransaction for LedgerTx {
+    async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(tx) => tx.complete(claim, outcome).await,
+            Self::Redis(tx) => tx.complete(claim, outcome).await,
+            Self::Postgres(tx) => tx.complete(claim, outcome).await,
+        }
+    }
+
+    async fn commit(self) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(tx) => StoreTransaction::commit(tx).await,
+            Self::Redis(tx) => StoreTransaction::commit(tx).await,
+            Self::Postgres(tx) => StoreTransaction::commit(tx).await,
+        }
+    }
+
+    async fn rollback(self) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(tx) => StoreTransaction::rollback(tx).await,
+            Self::Redis(tx) => StoreTransaction::rollback(tx).await,
+            Self::Postgres(tx) => StoreTransaction::rollback(tx).await,
+        }
+    }
+}
 
 /// Where balances live.
 #[idem_core::async_trait]
@@ -63,10 +114,9 @@ pub trait Ledger: Send + Sync + 'static {
     ) -> Response {
         respond(self.debit(account, amount).await)
     }
-    /// Debits. A transactional ledger (PostgreSQL) overrides this to hand
-    /// the debit's open transaction to `commit`, so that the debit and its
-    /// recorded answer commit together; the others commit the debit
-    /// themselves and leave the record to the engine.
+    /// Debits by handing the debit's open transaction to `commit` (which
+    /// records the answer in it and commits), so that the debit and its
+    /// recorded answer commit together. The default debits alone.
     async fn debit_committed_by(
         &self,
         account: &str,
@@ -116,6 +166,30 @@ impl MemoryLedger {
         let balances = self.balances.lock().unwrap_or_else(PoisonError::into_inner);
         balances.get(account).copied().unwrap_or(OPENING_BALANCE)
     }
+
+    /// A transaction that checks the account still holds `seen` and, if
+    /// the debit goes through, sets it to the balance after.
+    fn staged(
+        &self,
+        account: &str,
+        seen: u64,
+        result: &Result<u64, LedgerError>,
+    ) -> MemoryTransaction {
+        let mut tx = self.store.transaction();
+        let (balances, id) = (Arc::clone(&self.balances), account.to_owned());
+        tx.check("the account's balance", move || {
+            let balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
+            balances.get(&id).copied().unwrap_or(OPENING_BALANCE) == seen
+        });
+        if let Ok(after) = *result {
+            let (balances, id) = (Arc::clone(&self.balances), account.to_owned());
+            tx.write(move || {
+                let mut balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
+                balances.insert(id, after);
+            });
+        }
+        tx
+    }
 }
 
 #[idem_core::async_trait]
@@ -149,25 +223,27 @@ impl Ledger for MemoryLedger {
         loop {
             let seen = self.read(account);
             let result = checked_debit(seen, amount);
-            let mut tx = self.store.transaction();
-            let (balances, id) = (Arc::clone(&self.balances), account.to_owned());
-            tx.check("the account's balance", move || {
-                let balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
-                balances.get(&id).copied().unwrap_or(OPENING_BALANCE) == seen
-            });
-            if let Ok(after) = result {
-                let (balances, id) = (Arc::clone(&self.balances), account.to_owned());
-                tx.write(move || {
-                    let mut balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
-                    balances.insert(id, after);
-                });
-            }
+            let tx = self.staged(account, seen, &result);
             // The debit lands with its recorded answer, and only while the
             // claim holds; another debit of the account in between: again.
             if let Ok(response) = idem_axum::try_commit_response(tx, claim, respond(result)).await {
                 return response;
             }
         }
+    }
+
+    async fn debit_committed_by(
+        &self,
+        account: &str,
+        amount: u64,
+        commit: Commit<'_>,
+    ) -> Result<u64, LedgerError> {
+        let seen = self.read(account);
+        let result = checked_debit(seen, amount);
+        let tx = self.staged(account, seen, &result);
+        let after = result?;
+        commit(LedgerTx::Memory(tx)).await?;
+        Ok(after)
     }
 }
 
@@ -300,6 +376,27 @@ impl Ledger for RedisLedger {
             }
         }
     }
+
+    async fn debit_committed_by(
+        &self,
+        account: &str,
+        amount: u64,
+        commit: Commit<'_>,
+    ) -> Result<u64, LedgerError> {
+        if self.store.is_cluster() {
+            return self.debit(account, amount).await;
+        }
+        let key = self.key(account);
+        let mut tx = self.store.transaction();
+        let read = tx
+            .get(&key)
+            .await
+            .map_err(|e| LedgerError::Unavailable(format!("redis: {e}")))?;
+        let after = parse_balance(read.as_deref()).and_then(|b| checked_debit(b, amount))?;
+        tx.set(key, after.to_string());
+        commit(LedgerTx::Redis(tx)).await?;
+        Ok(after)
+    }
 }
 
 /// Balances in PostgreSQL, beside the idempotency records: each debit
@@ -403,14 +500,8 @@ impl Ledger for PgLedger {
     }
 
     async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
-        self.debit_committed_by(account, amount, &|tx| {
-            Box::pin(async move {
-                tx.commit()
-                    .await
-                    .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))
-            })
-        })
-        .await
+        self.debit_committed_by(account, amount, &|tx| Box::pin(tx.commit_alone()))
+            .await
     }
 
     async fn debit_and_record(
@@ -442,7 +533,7 @@ impl Ledger for PgLedger {
             .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
         // A refused debit drops the transaction, which rolls it back.
         let balance = self.debit_in(&mut tx, account, amount).await?;
-        commit(tx).await?;
+        commit(LedgerTx::Postgres(tx)).await?;
         Ok(balance)
     }
 }

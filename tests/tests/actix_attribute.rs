@@ -229,3 +229,73 @@ async fn an_app_without_an_engine_is_told_so_and_runs_nothing() {
     assert!(r.text().await.expect("body").contains("app_data(engine"));
     assert_eq!(runs.0.load(Ordering::SeqCst), 0);
 }
+
+/// Effects kept in this process, committed with the record.
+#[derive(Clone, Default)]
+struct Landed(Arc<AtomicUsize>);
+
+/// Applies its effect in a memory transaction committed with its record
+/// (`idem_actix::commit_response`), after a slow step.
+#[idempotent(claim = claim)]
+async fn transfer(store: Data<MemoryStore>, landed: Data<Landed>, body: String) -> HttpResponse {
+    actix_web::rt::time::sleep(Duration::from_millis(400)).await;
+    let mut tx = store.transaction();
+    let landed = landed.0.clone();
+    tx.write(move || {
+        landed.fetch_add(1, Ordering::SeqCst);
+    });
+    let response = HttpResponse::Created().body(format!("transferred {body}"));
+    idem_actix::commit_response(tx, &claim, response).await
+}
+
+fn start_transfers() -> (String, MemoryStore, Landed) {
+    let store = MemoryStore::new();
+    let engine = Engine::new(store.clone());
+    let landed = Landed::default();
+    let (s, l) = (Data::new(store.clone()), Data::new(landed.clone()));
+    let url = serve_actix(move || {
+        App::new()
+            .app_data(engine.clone())
+            .app_data(s.clone())
+            .app_data(l.clone())
+            .route("/transfers", web::post().to(transfer))
+    });
+    (format!("{url}/transfers"), store, landed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_committed_with_its_record_lands_once_and_is_replayed() {
+    let (url, _, landed) = start_transfers();
+    let first = post(&url, Some("t-1"), "10").await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first = first.bytes().await.expect("body");
+    let again = post(&url, Some("t-1"), "10").await;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert!(again.headers().contains_key("idempotent-replayed"));
+    assert_eq!(again.bytes().await.expect("body"), first);
+    assert_eq!(landed.0.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_force_removed_mid_way_takes_no_effect_and_its_retry_lands_once() {
+    let (url, store, landed) = start_transfers();
+    let first = tokio::spawn({
+        let url = url.clone();
+        async move { post(&url, Some("t-2"), "20").await }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let id = idem_core::RecordId::new(
+        &idem_core::Scope::global(),
+        &idem_core::IdempotencyKey::parse("t-2").expect("key"),
+    );
+    let removed = idem_core::Store::remove(&store, &id, true)
+        .await
+        .expect("remove");
+    assert_eq!(removed, idem_core::Removal::Removed);
+    let retry = post(&url, Some("t-2"), "20").await;
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    let lost = first.await.expect("first request");
+    assert_eq!(lost.status(), StatusCode::CONFLICT);
+    assert!(lost.text().await.expect("body").contains("lease-lost"));
+    assert_eq!(landed.0.load(Ordering::SeqCst), 1, "one effect");
+}

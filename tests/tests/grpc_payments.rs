@@ -42,12 +42,9 @@ async fn start(
 }
 
 async fn on_memory(debit_delay: Duration) -> LedgerClient<Channel> {
-    start(
-        MemoryStore::new(),
-        Arc::new(MemoryLedger::new(&MemoryStore::new())),
-        debit_delay,
-    )
-    .await
+    let store = MemoryStore::new();
+    let ledger = Arc::new(MemoryLedger::new(&store));
+    start(store, ledger, debit_delay).await
 }
 
 fn debit(account: &str, amount: u64, key: Option<&str>) -> Request<DebitRequest> {
@@ -295,8 +292,9 @@ async fn a_client_whose_deadline_passes_before_its_debit_starts_is_not_debited_a
 ) {
     // The store takes 400 ms to answer a claim; the client's deadline is
     // 100 ms: it passes while the claim is being taken.
-    let slow = SlowBegin::new(MemoryStore::new(), Duration::from_millis(400));
-    let ledger = Arc::new(MemoryLedger::new(&MemoryStore::new()));
+    let records = MemoryStore::new();
+    let ledger = Arc::new(MemoryLedger::new(&records));
+    let slow = SlowBegin::new(records, Duration::from_millis(400));
     let mut client = start(slow, ledger.clone(), Duration::ZERO).await;
     debit_past_its_deadline(
         &mut client,
@@ -498,4 +496,61 @@ async fn a_ledger_failure_is_not_recorded_so_the_retry_debits() {
         .expect("the retry runs again");
     assert!(!replayed(&retried));
     assert_eq!(balance(&mut client, "ivan").await, 9000);
+}
+
+/// An operator force-removes the record while its debit runs: the removed
+/// call's debit is refused with its record (`ABORTED` `lease-lost`), and the
+/// retry debits once. `store` is the engine's store, shared with `ledger`.
+async fn force_removed_mid_debit_debits_once<S: Store + Clone>(store: S, ledger: Arc<dyn Ledger>) {
+    let mut client = start(store.clone(), ledger, Duration::from_millis(600)).await;
+    let first = tokio::spawn({
+        let mut client = client.clone();
+        async move { client.debit(debit("judy", 1000, Some("forced-1"))).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let id = idem_core::RecordId::new(
+        &idem_core::Scope::new("judy"),
+        &idem_core::IdempotencyKey::parse("forced-1").expect("key"),
+    );
+    let removed = store.remove(&id, true).await.expect("remove");
+    assert_eq!(removed, idem_core::Removal::Removed);
+    let receipt = retry_until_final(&mut client, "judy", 1000, "forced-1")
+        .await
+        .expect("the retry's receipt");
+    assert!(!replayed(&receipt));
+    let lost = first
+        .await
+        .expect("first call")
+        .expect_err("the removed call's claim was lost");
+    assert_eq!(lost.code(), Code::Aborted, "{lost:?}");
+    assert_eq!(problem(&lost), "lease-lost");
+    assert_eq!(balance(&mut client, "judy").await, 9000, "debited once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_force_removed_mid_way_debits_once_on_memory() {
+    let store = MemoryStore::new();
+    let ledger = Arc::new(MemoryLedger::new(&store));
+    force_removed_mid_debit_debits_once(store, ledger).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_force_removed_mid_way_debits_once_on_redis() {
+    let prefix = unique_prefix("grpc-forced");
+    let store = idem_redis::RedisStore::connect(&redis_url())
+        .await
+        .expect("redis")
+        .with_prefix(&format!("{prefix}idem:"));
+    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
+        .await
+        .expect("redis ledger");
+    force_removed_mid_debit_debits_once(store, Arc::new(ledger)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_force_removed_mid_way_debits_once_on_postgres() {
+    let store = pg_store().await;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger migration");
+    force_removed_mid_debit_debits_once(store, Arc::new(ledger)).await;
 }

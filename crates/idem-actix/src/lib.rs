@@ -20,6 +20,7 @@
 //! | the client hangs up (RST) mid-handler | the handler finishes and its response is recorded |
 //! | the client hangs up (RST) before its claim was answered | the handler does not start; the claim is released, the retry runs it |
 
+mod commit_response;
 mod handler;
 mod idempotency;
 mod middleware;
@@ -28,6 +29,7 @@ mod read_body;
 mod record;
 mod respond;
 
+pub use commit_response::{commit_response, try_commit_response, Conflict};
 pub use idem_http::{RecordPolicy, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use idempotency::Idempotency;
 pub use middleware::IdempotencyMiddleware;

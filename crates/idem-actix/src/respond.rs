@@ -12,6 +12,7 @@ use futures_util::FutureExt as _;
 use idem_core::{Call, Claim, Completion, Engine, Execution};
 use idem_http::{not_recorded, CallerGone, Detached, Problem, Settings, IDEMPOTENT_REPLAYED};
 
+use crate::commit_response::with_settings;
 use crate::problem::problem_response;
 use crate::record::{self, Buffered};
 
@@ -82,7 +83,14 @@ where
                 // Nobody waits for this answer, and nothing has run.
                 return Completion::Release(Ok(HttpResponse::NoContent().finish()));
             }
-            let (response, error) = match op(claim).await {
+            let settled = claim.clone();
+            let answer = with_settings(settings, op(claim)).await;
+            // The handler settled its record itself, in its own transaction
+            // (`commit_response`): the engine knows, nothing is encoded again.
+            if settled.is_settled() {
+                return Completion::Keep(answer);
+            }
+            let (response, error) = match answer {
                 Ok(response) => (response, None),
                 Err(e) => (e.error_response(), Some(e)),
             };

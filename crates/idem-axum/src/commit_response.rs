@@ -89,7 +89,7 @@ pub async fn commit_response<T: StoreTransaction>(
     } else {
         // A conflict: nothing was applied, so the claim goes, and the
         // retry runs again.
-        claim.roll_back(NoWrites).await;
+        claim.give_up();
         Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response()
     }
 }
@@ -126,26 +126,5 @@ pub async fn try_commit_response<T: StoreTransaction>(
             Ok(Problem::from(idem_http::Problem::commit_uncertain()).into_response())
         }
         Err(_) => Ok(Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response()),
-    }
-}
-
-/// A transaction with nothing in it, to settle a claim whose own
-/// transaction is gone.
-struct NoWrites;
-
-#[idem_core::async_trait]
-impl StoreTransaction for NoWrites {
-    async fn complete(
-        &mut self,
-        _claim: &Claim,
-        _outcome: &idem_core::Outcome,
-    ) -> Result<(), idem_core::StoreError> {
-        Ok(())
-    }
-    async fn commit(self) -> Result<(), idem_core::StoreError> {
-        Ok(())
-    }
-    async fn rollback(self) -> Result<(), idem_core::StoreError> {
-        Ok(())
     }
 }

@@ -84,6 +84,14 @@ impl Claim {
     /// effect was in `tx`.
     pub async fn roll_back<T: StoreTransaction>(&self, tx: T) {
         rollback(tx, self).await;
+        self.give_up();
+    }
+
+    /// Tells the engine that none of the operation's effects happened (its
+    /// transaction was rolled back, or its commit conflicted and it will not
+    /// try again): the claim is released when the operation returns, so
+    /// that a retry runs again, whatever the operation returns.
+    pub fn give_up(&self) {
         self.settle(Settled::Released);
     }
 

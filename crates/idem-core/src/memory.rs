@@ -383,9 +383,17 @@ impl MemoryStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let Some(completion) = completion else {
-            return Err(StoreError::unsupported(
-                "commit without a completed claim (record the outcome with `Claim::commit`)",
-            ));
+            // Writes without a record (outside idem): checked and applied
+            // under the commit lock alone.
+            for (what, check) in checks {
+                if !check() {
+                    return Err(StoreError::conflict(what));
+                }
+            }
+            for write in writes {
+                write();
+            }
+            return Ok(());
         };
         let now = self.inner.clock.now_micros();
         let mut shard = lock(self.inner.shard(&completion.id));

@@ -43,7 +43,9 @@ pub(super) struct Staged {
 /// check fails, nothing is written ([`CommitError::Conflict`]: read again,
 /// recompute, commit a new transaction); else every write runs, in order,
 /// and the record completes, with no begin, renewal, removal or other
-/// commit in between. Dropped or rolled back, nothing runs.
+/// commit in between. Dropped or rolled back, nothing runs. Committed
+/// without a record ([`StoreTransaction::commit`] directly, outside idem),
+/// the checks and writes run under the commit lock alone.
 ///
 /// The closures run under the store's locks: keep them short, and never
 /// call the store from one. Checks and writes of every memory transaction
