@@ -1,7 +1,7 @@
 //! Committing an operation's effects with its record: [`Claim::commit`].
 
 use crate::claim::{Claim, Settled};
-use crate::store::{Outcome, StoreError};
+use crate::store::{Outcome, StoreError, StoreErrorKind};
 use crate::transaction::StoreTransaction;
 
 /// Why [`Claim::commit`] did not commit, and what became of the effects.
@@ -20,8 +20,10 @@ pub enum CommitError {
     #[error("{0}")]
     Conflict(#[source] StoreError),
     /// The record could not be written in the transaction (the database
-    /// failed): it was rolled back, none of its effects happened, and the
-    /// claim is released so that a retry runs again.
+    /// failed), or the store refused the transaction before applying
+    /// anything (a Redis Cluster key outside the record's slot): none of
+    /// its effects happened, and the claim is released so that a retry runs
+    /// again. The error says what to change.
     #[error("the outcome could not be recorded in the transaction, which was rolled back: {0}")]
     NotRecorded(#[source] StoreError),
     /// The commit was sent but its answer did not come (the connection
@@ -102,7 +104,7 @@ impl Claim {
             CommitError::LeaseLost
         } else if e.is_conflict() {
             CommitError::Conflict(e)
-        } else if committing {
+        } else if committing && e.kind() != StoreErrorKind::Unsupported {
             tracing::error!(target: "idem", record = %self.record_id(), error = %e, decision = "commit_uncertain", "whether the transaction with the record committed is unknown; the claim is kept until its lease ends");
             self.settle(Settled::Kept);
             CommitError::Uncertain(e)

@@ -25,9 +25,11 @@ pub trait StoreTransaction: Send + Sized {
     async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError>;
 
     /// Commits the writes and the record together. Errors:
-    /// [`LeaseLost`](crate::StoreErrorKind::LeaseLost) and
-    /// [`Conflict`](crate::StoreErrorKind::Conflict) applied nothing; any
-    /// other leaves the outcome unknown (the commit may have been applied
+    /// [`LeaseLost`](crate::StoreErrorKind::LeaseLost),
+    /// [`Conflict`](crate::StoreErrorKind::Conflict) and
+    /// [`Unsupported`](crate::StoreErrorKind::Unsupported) (refused before
+    /// anything was sent) applied nothing; any other leaves the outcome
+    /// unknown (the commit may have been applied
     /// before the connection failed). Use [`Claim::commit`], which says to
     /// the engine what became of the claim.
     async fn commit(self) -> Result<(), StoreError>;
