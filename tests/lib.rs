@@ -344,6 +344,42 @@ pub async fn pg_pool(max_connections: u32) -> sqlx::PgPool {
         .expect("PostgreSQL at IDEM_TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)")
 }
 
+/// A store whose renewals never get through, for a holder that stalls: a
+/// frozen process, a partition from the store. Its lease ends while it
+/// works, and another attempt can take the record over; everything else
+/// goes to `inner`.
+pub struct RenewalsFail(pub std::sync::Arc<dyn Store>);
+
+#[async_trait]
+impl Store for RenewalsFail {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fp: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        self.0.begin(id, fp, lease).await
+    }
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.0.complete(id, lease, outcome, ttl).await
+    }
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+        self.0.release(id, lease).await
+    }
+    async fn renew(&self, _: &RecordId, _: &Lease, _: Duration) -> Result<Lease, StoreError> {
+        Err(refused("renewal (the holder is stalled)"))
+    }
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        self.0.remove(id, force).await
+    }
+}
+
 /// A migrated `PgStore` in a schema of its own. Test schemas older than an
 /// hour (left by earlier runs) are dropped on the way.
 pub async fn pg_store() -> idem_postgres::PgStore {

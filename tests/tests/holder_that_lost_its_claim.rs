@@ -12,55 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{header, StatusCode};
-use idem_core::{
-    async_trait, Begin, Engine, Fingerprint, IdempotencyKey, Lease, MemoryStore, Outcome, Policy,
-    RecordId, Removal, Scope, Store, StoreError,
-};
+use idem_core::{Engine, IdempotencyKey, MemoryStore, Policy, RecordId, Removal, Scope, Store};
 use idem_examples::payments::{router, Account, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
 use idem_examples::provider::{provider_router, Charges, Provider, ProviderClient};
-use idem_tests::{pg_store, redis_url, serve, unique_prefix};
+use idem_tests::{pg_store, redis_url, serve, unique_prefix, RenewalsFail};
 
 const LEASE: Duration = Duration::from_millis(300);
 /// Longer than the lease: the stalled holder's debit is still on its way
 /// when its claim ends.
 const PROVIDER: Duration = Duration::from_millis(800);
-
-/// A store whose renewals never get through: the holder's lease ends while
-/// it runs, as for a holder partitioned from the store or frozen.
-struct RenewalsFail<S>(S);
-
-#[async_trait]
-impl<S: Store> Store for RenewalsFail<S> {
-    async fn begin(
-        &self,
-        id: &RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.0.begin(id, fp, lease).await
-    }
-    async fn complete(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.0.complete(id, lease, outcome, ttl).await
-    }
-    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        self.0.release(id, lease).await
-    }
-    async fn renew(&self, _: &RecordId, _: &Lease, _: Duration) -> Result<Lease, StoreError> {
-        Err(StoreError::unavailable(
-            "renewal",
-            "the store cannot be reached from this holder",
-        ))
-    }
-    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
-        self.0.remove(id, force).await
-    }
-}
 
 /// Serves the payments routes: records in `store`, balances in `ledger`.
 async fn instance(store: Arc<dyn Store>, ledger: Arc<dyn Ledger>) -> String {
@@ -173,7 +133,11 @@ async fn record_force_removed_mid_debit(store: Arc<dyn Store>, url: String) {
 async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_memory() {
     let records = MemoryStore::new();
     let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(&records));
-    let stalling = instance(Arc::new(RenewalsFail(records.clone())), Arc::clone(&ledger)).await;
+    let stalling = instance(
+        Arc::new(RenewalsFail(Arc::new(records.clone()))),
+        Arc::clone(&ledger),
+    )
+    .await;
     let other = instance(Arc::new(records), ledger).await;
     holder_stalls_past_its_lease(stalling, other).await;
 }
@@ -201,7 +165,11 @@ async fn redis_records(prefix: &str) -> (idem_redis::RedisStore, Arc<dyn Ledger>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_redis() {
     let (store, ledger) = redis_records(&unique_prefix("stall")).await;
-    let stalling = instance(Arc::new(RenewalsFail(store.clone())), Arc::clone(&ledger)).await;
+    let stalling = instance(
+        Arc::new(RenewalsFail(Arc::new(store.clone()))),
+        Arc::clone(&ledger),
+    )
+    .await;
     let other = instance(Arc::new(store), ledger).await;
     holder_stalls_past_its_lease(stalling, other).await;
 }
@@ -224,7 +192,11 @@ async fn pg_records() -> (idem_postgres::PgStore, Arc<dyn Ledger>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_postgres() {
     let (store, ledger) = pg_records().await;
-    let stalling = instance(Arc::new(RenewalsFail(store.clone())), Arc::clone(&ledger)).await;
+    let stalling = instance(
+        Arc::new(RenewalsFail(Arc::new(store.clone()))),
+        Arc::clone(&ledger),
+    )
+    .await;
     let other = instance(Arc::new(store), ledger).await;
     holder_stalls_past_its_lease(stalling, other).await;
 }
@@ -257,13 +229,13 @@ async fn the_provider_charges_once(
 async fn stalled_debit_taken_over_charges_the_provider_once_on_memory() {
     let records = MemoryStore::new();
     let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(&records));
-    let stalling = Arc::new(RenewalsFail(records.clone()));
+    let stalling = Arc::new(RenewalsFail(Arc::new(records.clone())));
     the_provider_charges_once(Arc::new(records), stalling, ledger).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_debit_taken_over_charges_the_provider_once_on_redis() {
     let (store, ledger) = redis_records(&unique_prefix("provider")).await;
-    let stalling = Arc::new(RenewalsFail(store.clone()));
+    let stalling = Arc::new(RenewalsFail(Arc::new(store.clone())));
     the_provider_charges_once(Arc::new(store), stalling, ledger).await;
 }

@@ -42,6 +42,7 @@ use idem_core::{
     Lease, MemoryStore, Outcome, Policy, Ran, RecordId, RecordInfo, RecordInfoState, Store,
     StoreError,
 };
+use idem_tests::RenewalsFail;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -332,7 +333,7 @@ async fn simulate(seed: u64, mode: Mode, tally: &mut Seen) -> Result<String, Str
     let engines: Vec<Engine> = (0..3)
         .map(|_| engine_on(Arc::clone(&store) as Arc<dyn Store>))
         .collect();
-    let stalled = engine_on(Arc::new(Stalled(Arc::clone(&store))));
+    let stalled = engine_on(Arc::new(RenewalsFail(Arc::clone(&store) as Arc<dyn Store>)));
     let transactions = (mode == Mode::CommittedWithRecord).then(|| store.inner.clone());
     let call = Call::new(
         "sim",
@@ -503,40 +504,6 @@ async fn check_committed(
         }
     }
     Ok(recorded)
-}
-
-/// A holder that stalls: the simulated store, but its renewals never get
-/// through, so its lease ends while it works.
-struct Stalled(Arc<FaultyStore>);
-
-#[async_trait]
-impl Store for Stalled {
-    async fn begin(
-        &self,
-        id: &RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.0.begin(id, fp, lease).await
-    }
-    async fn complete(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.0.complete(id, lease, outcome, ttl).await
-    }
-    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        self.0.release(id, lease).await
-    }
-    async fn renew(&self, _: &RecordId, _: &Lease, _: Duration) -> Result<Lease, StoreError> {
-        Err(StoreError::unavailable(
-            "simulated stall",
-            std::io::Error::other("the holder is frozen"),
-        ))
-    }
 }
 
 /// The simulated store without its faults, for the settled retry.

@@ -85,9 +85,6 @@ pub async fn try_commit_response<T: StoreTransaction>(
     match claim.commit(tx, &outcome).await {
         Ok(()) => Ok(response),
         Err(e @ CommitError::Conflict(_)) => Err(Conflict(e)),
-        // Another attempt holds the key now: its outcome, not ours.
-        Err(CommitError::LeaseLost) => Ok(problem_response(&Problem::lease_lost_rolled_back())),
-        Err(CommitError::Uncertain(_)) => Ok(problem_response(&Problem::commit_uncertain())),
-        Err(_) => Ok(problem_response(&Problem::not_recorded_rolled_back())),
+        Err(e) => Ok(problem_response(&Problem::for_commit_error(&e))),
     }
 }

@@ -118,13 +118,6 @@ pub async fn try_commit_response<T: StoreTransaction>(
     match claim.commit(tx, &outcome).await {
         Ok(()) => Ok(response),
         Err(e @ CommitError::Conflict(_)) => Err(Conflict(e)),
-        // Another attempt holds the key now: its outcome, not ours.
-        Err(CommitError::LeaseLost) => {
-            Ok(Problem::from(idem_http::Problem::lease_lost_rolled_back()).into_response())
-        }
-        Err(CommitError::Uncertain(_)) => {
-            Ok(Problem::from(idem_http::Problem::commit_uncertain()).into_response())
-        }
-        Err(_) => Ok(Problem::from(idem_http::Problem::not_recorded_rolled_back()).into_response()),
+        Err(e) => Ok(Problem::from(idem_http::Problem::for_commit_error(&e)).into_response()),
     }
 }

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use idem_core::{Error, Outcome};
+use idem_core::{CommitError, Error, Outcome};
 
 use crate::headers::KeyHeaderError;
 use crate::problem_kind::{problem_body, ProblemKind};
@@ -66,6 +66,19 @@ impl Problem {
     /// The `application/problem+json` body.
     pub fn body(&self) -> String {
         problem_body(self.kind, &self.detail)
+    }
+
+    /// The answer for a handler whose transaction did not commit with its
+    /// record ([`Claim::commit`](idem_core::Claim::commit)): the claim was
+    /// lost (rolled back, the key is another attempt's), the commit's answer
+    /// was lost (uncertain), or nothing was applied (a conflict the adapter
+    /// does not retry, or a record that could not be written).
+    pub fn for_commit_error(e: &CommitError) -> Self {
+        match e {
+            CommitError::LeaseLost => Self::lease_lost_rolled_back(),
+            CommitError::Uncertain(_) => Self::commit_uncertain(),
+            _ => Self::not_recorded_rolled_back(),
+        }
     }
 
     /// The answer for an engine error.

@@ -14,6 +14,12 @@
 //!   whole milliseconds, rounded up.
 //! - **A compact record**: one string of state (1 byte), fingerprint (32),
 //!   fencing token (16 digits), then the recorded outcome.
+//! - **Writes that land with the record**: a [`RedisTransaction`]
+//!   ([`RedisStore::transaction`]) stages the operation's own writes and
+//!   commits them with the record's completion in one script call, only
+//!   while the claim holds and what it read is unchanged
+//!   (`idem_core::Claim::commit`): a holder that stalled past its lease or
+//!   was force-removed writes nothing.
 //! - **Fails closed**: a connection failure or a timeout is a transient
 //!   [`StoreError`]: the operation does not run, and over HTTP the client gets
 //!   503 with `Retry-After`. The single-node connection is a

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::FutureExt as _;
 use http::{HeaderValue, Request, Response};
 use http_body_util::{BodyExt as _, Full, LengthLimitError, Limited};
-use idem_core::{Call, CommitError, Completion, Engine, Execution, Fingerprint};
+use idem_core::{Call, Completion, Engine, Execution, Fingerprint};
 use idem_http::{
     key_from_values, spawn_on_tokio, CallerGone, Detached, Problem, ProblemKind,
     IDEMPOTENT_REPLAYED,
@@ -226,18 +226,10 @@ where
             // returned here is only the answer.
             match tx.record_and_commit(own, outcome).await {
                 Ok(()) => Completion::Keep(Ok(response)),
-                // Another call holds the key now: its outcome, not ours.
-                Err(CommitError::LeaseLost) => {
-                    Completion::Keep(Ok(answer::response(&Problem::lease_lost_rolled_back())))
-                }
-                Err(CommitError::Uncertain(_)) => {
-                    Completion::Keep(Ok(answer::response(&Problem::commit_uncertain())))
-                }
-                // Nothing was applied (a conflict, or the record could not
-                // be written): the claim goes, and a retry runs again.
-                Err(_) => {
-                    Completion::Release(Ok(answer::response(&Problem::not_recorded_rolled_back())))
-                }
+                // The claim says what became of it (kept: another call holds
+                // the key, or the commit is uncertain; released: nothing was
+                // applied) except after a conflict, which releases it here.
+                Err(e) => Completion::Release(Ok(answer::response(&Problem::for_commit_error(&e)))),
             }
         })
         .await;
