@@ -167,8 +167,9 @@ impl MemoryLedger {
         balances.get(account).copied().unwrap_or(OPENING_BALANCE)
     }
 
-    /// A transaction that checks the account still holds `seen` and, if
-    /// the debit goes through, sets it to the balance after.
+    /// A transaction whose effect, under the balances' lock, checks that
+    /// the account still holds `seen` and, if the debit goes through, sets
+    /// it to the balance after.
     fn staged(
         &self,
         account: &str,
@@ -176,18 +177,21 @@ impl MemoryLedger {
         result: &Result<u64, LedgerError>,
     ) -> MemoryTransaction {
         let mut tx = self.store.transaction();
-        let (balances, id) = (Arc::clone(&self.balances), account.to_owned());
-        tx.check("the account's balance", move || {
-            let balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
-            balances.get(&id).copied().unwrap_or(OPENING_BALANCE) == seen
-        });
-        if let Ok(after) = *result {
-            let (balances, id) = (Arc::clone(&self.balances), account.to_owned());
-            tx.write(move || {
-                let mut balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
+        let (balances, id, after) = (
+            Arc::clone(&self.balances),
+            account.to_owned(),
+            result.as_ref().ok().copied(),
+        );
+        tx.apply("the account's balance", move || {
+            let mut balances = balances.lock().unwrap_or_else(PoisonError::into_inner);
+            if balances.get(&id).copied().unwrap_or(OPENING_BALANCE) != seen {
+                return false;
+            }
+            if let Some(after) = after {
                 balances.insert(id, after);
-            });
-        }
+            }
+            true
+        });
         tx
     }
 }

@@ -708,12 +708,15 @@ async fn grpc_pair() -> Result<[String; 2], String> {
             "http://{}",
             listener.local_addr().map_err(|e| e.to_string())?
         );
+        // The balances beside the records: with idem, each debit commits
+        // with its record; without, on its own.
+        let store = MemoryStore::builder().max_bytes(16 << 30).build();
         let payments = Payments {
-            ledger: Arc::new(MemoryLedger::new(&MemoryStore::new())),
+            ledger: Arc::new(MemoryLedger::new(&store)),
             debit_delay: Duration::ZERO,
         };
         let incoming = tonic::transport::server::TcpIncoming::from(listener);
-        let engine = Engine::new(MemoryStore::builder().max_bytes(16 << 30).build());
+        let engine = Engine::new(store);
         // Both through a layer stack, so that only idem differs.
         let layer = tower::util::option_layer(with_idem.then(|| idempotency(engine)));
         tokio::spawn(

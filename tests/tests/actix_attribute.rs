@@ -241,8 +241,9 @@ async fn transfer(store: Data<MemoryStore>, landed: Data<Landed>, body: String) 
     actix_web::rt::time::sleep(Duration::from_millis(400)).await;
     let mut tx = store.transaction();
     let landed = landed.0.clone();
-    tx.write(move || {
+    tx.apply("nothing", move || {
         landed.fetch_add(1, Ordering::SeqCst);
+        true
     });
     let response = HttpResponse::Created().body(format!("transferred {body}"));
     idem_actix::commit_response(tx, &claim, response).await

@@ -275,11 +275,12 @@ fn spawn_caller(
             if let Some(store) = transactions {
                 // The effect lands with the record, while the claim holds.
                 let mut tx = store.transaction();
-                tx.write(move || {
+                tx.apply("nothing", move || {
                     effects
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .push((i, token));
+                    true
                 });
                 let outcome = encode_result(&Ok::<_, Declined>(token)).map_err(|_| Declined)?;
                 claim.commit(tx, &outcome).await.map_err(|_| Declined)?;

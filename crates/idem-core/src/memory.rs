@@ -19,7 +19,7 @@ mod transaction;
 
 use shard::{Holding, Shard};
 pub use transaction::MemoryTransaction;
-use transaction::Staged;
+use transaction::{run_effects, Staged};
 
 mod clock;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -54,9 +54,6 @@ struct Inner {
     max_bytes: usize,
     when_full: WhenFull,
     clock: Box<dyn Clock>,
-    /// Taken by every transaction's commit, before the record's shard: the
-    /// checks and writes of two transactions never interleave.
-    commits: Mutex<()>,
 }
 
 /// A sharded, expiring, bounded store in this process's memory.
@@ -177,7 +174,6 @@ impl MemoryStoreBuilder {
                 max_bytes: self.max_bytes,
                 when_full: self.when_full,
                 clock: self.clock,
-                commits: Mutex::new(()),
             }),
         };
         if let (Some(every), Ok(handle)) =
@@ -367,33 +363,18 @@ impl MemoryStore {
         MemoryTransaction::new(self.clone())
     }
 
-    /// Commits a transaction: under the commit lock and the record's shard
-    /// lock, checks that the claim holds and that every check passes, then
-    /// applies the writes and completes the record, in one step that no
-    /// begin, renewal, removal or other commit can come between.
+    /// Commits a transaction: under the record's shard lock, checks that
+    /// the claim holds, runs the effects, and completes the record, in one
+    /// step that no begin, renewal or removal of the record can come
+    /// between.
     fn commit(&self, staged: Staged) -> Result<(), StoreError> {
         let Staged {
-            checks,
-            writes,
+            effects,
             completion,
         } = staged;
-        let _commits = self
-            .inner
-            .commits
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
         let Some(completion) = completion else {
-            // Writes without a record (outside idem): checked and applied
-            // under the commit lock alone.
-            for (what, check) in checks {
-                if !check() {
-                    return Err(StoreError::conflict(what));
-                }
-            }
-            for write in writes {
-                write();
-            }
-            return Ok(());
+            // Effects without a record (outside idem).
+            return run_effects(effects);
         };
         let now = self.inner.clock.now_micros();
         let mut shard = lock(self.inner.shard(&completion.id));
@@ -403,14 +384,7 @@ impl MemoryStore {
             Holding::Completed => return Ok(()),
             Holding::Lost => return Err(StoreError::lease_lost()),
         }
-        for (what, check) in checks {
-            if !check() {
-                return Err(StoreError::conflict(what));
-            }
-        }
-        for write in writes {
-            write();
-        }
+        run_effects(effects)?;
         let event = Event::Complete {
             lease: &completion.lease,
             outcome: &completion.outcome,

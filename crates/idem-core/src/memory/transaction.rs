@@ -12,8 +12,18 @@ use crate::key::RecordId;
 use crate::store::{Lease, Outcome, StoreError};
 use crate::transaction::StoreTransaction;
 
-type Check = Box<dyn FnOnce() -> bool + Send>;
-type Write = Box<dyn FnOnce() + Send>;
+type Effect = Box<dyn FnOnce() -> bool + Send>;
+
+/// Runs a transaction's effects in order, stopping at the first that
+/// refuses.
+pub(super) fn run_effects(effects: Vec<(&'static str, Effect)>) -> Result<(), StoreError> {
+    for (what, effect) in effects {
+        if !effect() {
+            return Err(StoreError::conflict(what));
+        }
+    }
+    Ok(())
+}
 
 /// The record a transaction completes.
 pub(super) struct Completion {
@@ -25,8 +35,7 @@ pub(super) struct Completion {
 
 /// What a transaction holds until its commit.
 pub(super) struct Staged {
-    pub(super) checks: Vec<(&'static str, Check)>,
-    pub(super) writes: Vec<Write>,
+    pub(super) effects: Vec<(&'static str, Effect)>,
     pub(super) completion: Option<Completion>,
 }
 
@@ -34,23 +43,20 @@ pub(super) struct Staged {
 /// [`Claim::commit`] applies them together with the record
 /// ([`MemoryStore::transaction`]).
 ///
-/// It is optimistic: compute with what you read, then stage
-/// [`check`](Self::check)s that what you read still holds and
-/// [`write`](Self::write)s that apply the change. The commit takes the
-/// store's commit lock and the record's lock; if the claim no longer holds
-/// (it stalled past its lease and another attempt took over, or the record
-/// was force-removed), nothing runs ([`CommitError::LeaseLost`]); if a
-/// check fails, nothing is written ([`CommitError::Conflict`]: read again,
-/// recompute, commit a new transaction); else every write runs, in order,
-/// and the record completes, with no begin, renewal, removal or other
-/// commit in between. Dropped or rolled back, nothing runs. Committed
-/// without a record ([`StoreTransaction::commit`] directly, outside idem),
-/// the checks and writes run under the commit lock alone.
+/// It is optimistic: compute with what you read, then stage an
+/// [`apply`](Self::apply) that, under your state's own lock, checks that
+/// what you read still holds and makes the change. The commit takes the
+/// record's lock; if the claim no longer holds (it stalled past its lease
+/// and another attempt took over, or the record was force-removed), nothing
+/// runs ([`CommitError::LeaseLost`]); else the effect runs, and if it
+/// refuses (what it read changed), nothing is recorded
+/// ([`CommitError::Conflict`]: read again, recompute, commit a new
+/// transaction); else the record completes, with no begin, renewal or
+/// removal of the record in between. Dropped or rolled back, nothing runs.
 ///
-/// The closures run under the store's locks: keep them short, and never
-/// call the store from one. Checks and writes of every memory transaction
-/// are serialized; code that changes the same state outside transactions
-/// must take the state's own lock as usual.
+/// The effect runs under the record's lock: keep it short, and never call
+/// the store from it. Its own lock makes its check and its change one step
+/// against every other transaction on the same state.
 ///
 /// ```
 /// use std::collections::HashMap;
@@ -70,9 +76,15 @@ pub(super) struct Staged {
 ///             let seen = balances.lock().unwrap()["alice"];
 ///             let mut tx = store.transaction();
 ///             let b = Arc::clone(&balances);
-///             tx.check("the balance of alice", move || b.lock().unwrap()["alice"] == seen);
-///             let b = Arc::clone(&balances);
-///             tx.write(move || *b.lock().unwrap().get_mut("alice").unwrap() = seen - 30);
+///             tx.apply("the balance of alice", move || {
+///                 let mut b = b.lock().unwrap();
+///                 let balance = b.get_mut("alice").unwrap();
+///                 if *balance != seen {
+///                     return false; // another debit came first: nothing changed
+///                 }
+///                 *balance = seen - 30;
+///                 true
+///             });
 ///             let outcome = idem_core::encode_result::<u64, Never>(&Ok(seen - 30)).expect("a u64 encodes");
 ///             match claim.commit(tx, &outcome).await {
 ///                 Ok(()) => return Ok::<_, Never>(seen - 30),
@@ -96,8 +108,7 @@ pub struct MemoryTransaction {
 impl fmt::Debug for MemoryTransaction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryTransaction")
-            .field("checks", &self.staged.checks.len())
-            .field("writes", &self.staged.writes.len())
+            .field("effects", &self.staged.effects.len())
             .field("completes", &self.staged.completion.is_some())
             .finish_non_exhaustive()
     }
@@ -108,24 +119,21 @@ impl MemoryTransaction {
         Self {
             store,
             staged: Staged {
-                checks: Vec::new(),
-                writes: Vec::new(),
+                effects: Vec::new(),
                 completion: None,
             },
         }
     }
 
-    /// Stages a check, run at the commit before any write: `true` if what
-    /// the transaction read (`what`, named in the conflict error) still
-    /// holds. One `false` and nothing is written.
-    pub fn check(&mut self, what: &'static str, check: impl FnOnce() -> bool + Send + 'static) {
-        self.staged.checks.push((what, Box::new(check)));
-    }
-
-    /// Stages a write, run at the commit once the claim and every check
-    /// passed.
-    pub fn write(&mut self, write: impl FnOnce() + Send + 'static) {
-        self.staged.writes.push(Box::new(write));
+    /// Stages an effect, run at the commit once the claim passed, under the
+    /// record's lock: it checks that what the transaction read (`what`,
+    /// named in the conflict error) still holds and, if so, makes its change
+    /// and returns `true`; if not, it changes nothing and returns `false`,
+    /// and nothing is recorded. Effects run in order and the first that
+    /// refuses ends the commit, the ones before it staying applied: stage
+    /// one effect, or put the one that may refuse first.
+    pub fn apply(&mut self, what: &'static str, effect: impl FnOnce() -> bool + Send + 'static) {
+        self.staged.effects.push((what, Box::new(effect)));
     }
 }
 
