@@ -263,17 +263,18 @@ fn checked_debit(balance: u64, amount: u64) -> Result<u64, LedgerError> {
 /// [`RedisTransaction`](idem_redis::RedisTransaction), applied in one script
 /// call together with its record and only while its claim holds.
 ///
-/// Not on Redis Cluster: there an account's balance and each debit's record
-/// hash to different slots and cannot share a script call, so a debit is
-/// applied on its own (a holder that stalls past its lease can then debit
-/// twice). Keep such balances where the record can commit with them
-/// (PostgreSQL), or key them by the record ([`RedisStore::tagged_key`]).
+/// On Redis Cluster an account's balance and each debit's record hash to
+/// different slots and cannot share a script call: there a debit carries
+/// its claim's downstream key, and the ledger applies it once per key in the
+/// balance's slot, so a takeover's repeat debits nothing (the second of the
+/// three tools; the gRPC example's debits on a cluster are applied alone).
 #[derive(Clone)]
 pub struct RedisLedger {
     store: RedisStore,
     connection: redis::aio::ConnectionManager,
     prefix: String,
     debit: Arc<redis::Script>,
+    debit_once: Arc<redis::Script>,
 }
 
 const REDIS_DEBIT: &str = r"
@@ -282,6 +283,23 @@ local amount = tonumber(ARGV[1])
 if balance < amount then return {0, balance} end
 balance = balance - amount
 redis.call('SET', KEYS[1], balance)
+return {1, balance}
+";
+
+/// `debit_once(amount, opening, ttl_ms)` on the balance (`KEYS[1]`) under
+/// the debit's own key (`KEYS[2]`, the claim's downstream key in the
+/// balance's hash slot): the first call debits and keeps the balance after
+/// under the debit's key; a repeat (a takeover's) answers that balance and
+/// debits nothing.
+const REDIS_DEBIT_ONCE: &str = r"
+local done = redis.call('GET', KEYS[2])
+if done then return {1, tonumber(done)} end
+local balance = tonumber(redis.call('GET', KEYS[1]) or ARGV[2])
+local amount = tonumber(ARGV[1])
+if balance < amount then return {0, balance} end
+balance = balance - amount
+redis.call('SET', KEYS[1], balance)
+redis.call('SET', KEYS[2], balance, 'PX', ARGV[3])
 return {1, balance}
 ";
 
@@ -300,11 +318,46 @@ impl RedisLedger {
             connection,
             prefix: prefix.to_owned(),
             debit: Arc::new(redis::Script::new(REDIS_DEBIT)),
+            debit_once: Arc::new(redis::Script::new(REDIS_DEBIT_ONCE)),
         })
     }
 
+    /// An account's balance, hash-tagged by the account so that the keys of
+    /// its debits share its slot on a cluster.
     fn key(&self, account: &str) -> String {
-        format!("{}{account}", self.prefix)
+        format!("{}{{{account}}}", self.prefix)
+    }
+
+    /// Debits once per `debit` key (a claim's downstream key): a repeat
+    /// answers the first debit's balance and debits nothing.
+    async fn debit_once(
+        &self,
+        account: &str,
+        amount: u64,
+        debit: &idem_core::IdempotencyKey,
+        ttl: Duration,
+    ) -> Result<u64, LedgerError> {
+        let mut c = self.connection.clone();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let (done, balance): (u8, u64) = self
+            .debit_once
+            .key(self.key(account))
+            .key(format!(
+                "{}{{{account}}}:debit:{}",
+                self.prefix,
+                debit.as_str()
+            ))
+            .arg(amount)
+            .arg(OPENING_BALANCE)
+            .arg(ttl_ms)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        if done == 1 {
+            Ok(balance)
+        } else {
+            Err(LedgerError::InsufficientFunds { balance, amount })
+        }
     }
 }
 
@@ -359,9 +412,11 @@ impl Ledger for RedisLedger {
     ) -> Response {
         if self.store.is_cluster() {
             // An account's balance is not in the slot of each debit's
-            // record, so they cannot commit together on a cluster: the
-            // debit is applied alone and the engine records it after.
-            return respond(self.debit(account, amount).await);
+            // record, so they cannot commit together on a cluster: the debit
+            // carries the claim's downstream key instead, and the ledger
+            // applies it once per key (a takeover's repeat debits nothing).
+            let key = claim.downstream_key("ledger-debit");
+            return respond(self.debit_once(account, amount, &key, claim.ttl()).await);
         }
         let key = self.key(account);
         loop {

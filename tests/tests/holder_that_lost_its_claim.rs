@@ -182,6 +182,31 @@ async fn record_force_removed_mid_debit_debits_once_on_redis() {
     record_force_removed_mid_debit(store, url).await;
 }
 
+/// On Redis Cluster the balance and the debit's record are in different
+/// slots: the debit carries the claim's downstream key, and the ledger
+/// applies it once per key. The stalled holder's late debit and the
+/// takeover's are one debit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_redis_cluster() {
+    let prefix = unique_prefix("stall-cluster");
+    let store = idem_redis::RedisStore::connect_cluster(idem_tests::redis_cluster_nodes())
+        .await
+        .expect("redis cluster")
+        .with_prefix(&format!("{prefix}idem:"));
+    let ledger: Arc<dyn Ledger> = Arc::new(
+        RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
+            .await
+            .expect("redis ledger"),
+    );
+    let stalling = instance(
+        Arc::new(RenewalsFail(Arc::new(store.clone()))),
+        Arc::clone(&ledger),
+    )
+    .await;
+    let other = instance(Arc::new(store), ledger).await;
+    holder_stalls_past_its_lease(stalling, other).await;
+}
+
 async fn pg_records() -> (idem_postgres::PgStore, Arc<dyn Ledger>) {
     let store = pg_store().await;
     let ledger = PgLedger::new(store.clone());
