@@ -99,8 +99,16 @@ fn fields(headers: &HeaderMap) -> Vec<(&str, &[u8])> {
         .collect()
 }
 
-/// A body of `data` followed by `trailers`.
+/// A body of `data` followed by `trailers`. Without either (a
+/// trailers-only response: the status is in the headers) it is empty and
+/// says so, so that the server ends the stream with the HEADERS frame, as
+/// gRPC over HTTP/2 requires; a body that only finds out it is empty when
+/// polled makes the server send an empty DATA frame to end the stream,
+/// which spec-following clients read as a broken response.
 fn body_of(data: Bytes, trailers: Option<HeaderMap>) -> Body {
+    if data.is_empty() && trailers.is_none() {
+        return Body::empty();
+    }
     let frames = [
         (!data.is_empty()).then(|| Frame::data(data)),
         trailers.map(Frame::trailers),

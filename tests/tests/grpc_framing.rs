@@ -1,0 +1,236 @@
+//! The gRPC example's answers, framed as the gRPC over HTTP/2 spec says,
+//! seen by a client that is not tonic: the `h2` crate directly, through a
+//! proxy that keeps every byte the server sent. Every answer, live and
+//! replayed, is either a trailers-only response (one HEADERS frame with
+//! END_STREAM and `grpc-status`) or HEADERS, DATA and a trailing HEADERS
+//! frame with END_STREAM and `grpc-status`; never a stream ended by a DATA
+//! frame, which spec-following clients (grpcio, grpc-go, grpc-java) read as
+//! a broken response whatever status the headers carried.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request};
+use idem_core::{Engine, MemoryStore, Policy};
+use idem_examples::grpc_payments::{serve, DebitRequest, Payments};
+use idem_examples::payments::MemoryLedger;
+use prost::Message as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The gRPC example on memory; its address.
+async fn server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address").to_string();
+    let store = MemoryStore::new();
+    let payments = Payments {
+        ledger: Arc::new(MemoryLedger::new(&store)),
+        debit_delay: Duration::ZERO,
+    };
+    let engine = Engine::new(store).with_policy(Policy::default());
+    tokio::spawn(serve(listener, engine, payments));
+    addr
+}
+
+/// A proxy for one connection that keeps the bytes the server sent.
+async fn recording_proxy(upstream: String) -> (String, Arc<Mutex<Vec<u8>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address").to_string();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&seen);
+    tokio::spawn(async move {
+        let (client, _) = listener.accept().await.expect("accept");
+        let server = TcpStream::connect(upstream).await.expect("connect");
+        let (mut client_read, mut client_write) = client.into_split();
+        let (mut server_read, mut server_write) = server.into_split();
+        tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+        });
+        let mut buf = vec![0u8; 16 << 10];
+        loop {
+            let n = match server_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            kept.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(&buf[..n]);
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    });
+    (addr, seen)
+}
+
+/// One HTTP/2 frame's head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Frame {
+    kind: u8,
+    flags: u8,
+    length: usize,
+}
+
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const END_STREAM: u8 = 0x1;
+
+/// The frames the server sent, by stream (stream 0 left out).
+fn frames_by_stream(bytes: &[u8]) -> BTreeMap<u32, Vec<Frame>> {
+    let mut streams: BTreeMap<u32, Vec<Frame>> = BTreeMap::new();
+    let mut at = 0;
+    while at + 9 <= bytes.len() {
+        let length = usize::from(bytes[at]) << 16
+            | usize::from(bytes[at + 1]) << 8
+            | usize::from(bytes[at + 2]);
+        let (kind, flags) = (bytes[at + 3], bytes[at + 4]);
+        let stream = u32::from_be_bytes([
+            bytes[at + 5] & 0x7f,
+            bytes[at + 6],
+            bytes[at + 7],
+            bytes[at + 8],
+        ]);
+        if stream != 0 {
+            streams.entry(stream).or_default().push(Frame {
+                kind,
+                flags,
+                length,
+            });
+        }
+        at += 9 + length;
+    }
+    streams
+}
+
+/// Whether a stream's frames are a valid gRPC response: trailers-only, or
+/// headers, data and trailers, ended by the trailers.
+fn valid_grpc_response(frames: &[Frame]) -> Result<(), String> {
+    let ends = |f: &Frame| f.flags & END_STREAM != 0;
+    match frames {
+        [only] if only.kind == HEADERS && ends(only) => Ok(()),
+        [head, middle @ .., last]
+            if head.kind == HEADERS
+                && !ends(head)
+                && last.kind == HEADERS
+                && ends(last)
+                && middle.iter().all(|f| f.kind == DATA && !ends(f)) =>
+        {
+            Ok(())
+        }
+        other => Err(format!("not a gRPC response: {other:?}")),
+    }
+}
+
+/// A debit sent with `h2`: the answer's headers, body and trailers.
+async fn debit(
+    send: &mut h2::client::SendRequest<Bytes>,
+    authority: &str,
+    key: Option<&str>,
+    account: &str,
+    amount: u64,
+) -> (HeaderMap, Vec<u8>, Option<HeaderMap>) {
+    let mut request = Request::post(format!("http://{authority}/payments.v1.Ledger/Debit"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let request = request.body(()).expect("request");
+    let message = DebitRequest {
+        account: account.to_owned(),
+        amount,
+    }
+    .encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&u32::try_from(message.len()).expect("small").to_be_bytes());
+    framed.extend_from_slice(&message);
+    let mut ready = send.clone().ready().await.expect("ready");
+    let (response, mut body) = ready.send_request(request, false).expect("send");
+    body.send_data(Bytes::from(framed), true).expect("data");
+    let response = response.await.expect("response");
+    let (parts, mut body) = response.into_parts();
+    let mut data = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.expect("chunk");
+        let _ = body.flow_control().release_capacity(chunk.len());
+        data.extend_from_slice(&chunk);
+    }
+    let trailers = body.trailers().await.expect("trailers");
+    (parts.headers, data, trailers)
+}
+
+fn grpc_status(headers: &HeaderMap, trailers: Option<&HeaderMap>) -> Option<String> {
+    trailers
+        .and_then(|t| t.get("grpc-status"))
+        .or_else(|| headers.get("grpc-status"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_live_and_replayed_is_a_valid_grpc_response_frame_by_frame() {
+    let (proxy, seen) = recording_proxy(server().await).await;
+    let tcp = TcpStream::connect(&proxy).await.expect("connect");
+    let (mut send, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    // (what, key, account, amount, the grpc-status expected), each sent twice
+    // where a key makes the second a replay.
+    let calls: [(&str, Option<&str>, &str, u64, &str); 6] = [
+        ("a debit", Some("f-ok"), "ana", 100, "0"),
+        (
+            "an amount the method refuses",
+            Some("f-zero"),
+            "ana",
+            0,
+            "3",
+        ),
+        ("insufficient funds", Some("f-poor"), "ana", 1_000_000, "9"),
+        ("no key (idem refuses)", None, "ana", 100, "3"),
+        (
+            "a key reused for another amount",
+            Some("f-ok"),
+            "ana",
+            200,
+            "9",
+        ),
+        (
+            "a malformed account",
+            Some("f-bad"),
+            "not an account!",
+            100,
+            "3",
+        ),
+    ];
+    let mut stream = 1;
+    let mut expected = Vec::new();
+    for (what, key, account, amount, status) in calls {
+        for attempt in ["live", "again"] {
+            let (headers, _, trailers) = debit(&mut send, &proxy, key, account, amount).await;
+            assert_eq!(
+                grpc_status(&headers, trailers.as_ref()).as_deref(),
+                Some(status),
+                "{what} ({attempt}): {headers:?} {trailers:?}"
+            );
+            expected.push((stream, format!("{what} ({attempt})")));
+            stream += 2;
+        }
+    }
+    // Let the last frames through the proxy.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let bytes = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let streams = frames_by_stream(&bytes);
+    let broken: Vec<String> = expected
+        .iter()
+        .filter_map(|(stream, what)| {
+            let frames = streams.get(stream).map_or(&[][..], Vec::as_slice);
+            valid_grpc_response(frames)
+                .err()
+                .map(|why| format!("{what}, stream {stream}: {why}"))
+        })
+        .collect();
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
