@@ -131,9 +131,24 @@ async fn debit(
     account: &str,
     amount: u64,
 ) -> (HeaderMap, Vec<u8>, Option<HeaderMap>) {
+    debit_encoded(send, authority, key, account, amount, None).await
+}
+
+/// [`debit`] whose message says it is compressed with `encoding`.
+async fn debit_encoded(
+    send: &mut h2::client::SendRequest<Bytes>,
+    authority: &str,
+    key: Option<&str>,
+    account: &str,
+    amount: u64,
+    encoding: Option<&str>,
+) -> (HeaderMap, Vec<u8>, Option<HeaderMap>) {
     let mut request = Request::post(format!("http://{authority}/payments.v1.Ledger/Debit"))
         .header("content-type", "application/grpc")
         .header("te", "trailers");
+    if let Some(encoding) = encoding {
+        request = request.header("grpc-encoding", encoding);
+    }
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
     }
@@ -143,7 +158,7 @@ async fn debit(
         amount,
     }
     .encode_to_vec();
-    let mut framed = vec![0u8];
+    let mut framed = vec![u8::from(encoding.is_some())];
     framed.extend_from_slice(&u32::try_from(message.len()).expect("small").to_be_bytes());
     framed.extend_from_slice(&message);
     let mut ready = send.clone().ready().await.expect("ready");
@@ -233,4 +248,30 @@ async fn every_answer_live_and_replayed_is_a_valid_grpc_response_frame_by_frame(
         })
         .collect();
     assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encoding_the_server_refuses_is_not_recorded_and_the_fallback_call_runs() {
+    let addr = server().await;
+    let tcp = TcpStream::connect(&addr).await.expect("connect");
+    let (mut send, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    // A client tries a compression the server does not accept...
+    let (headers, _, trailers) =
+        debit_encoded(&mut send, &addr, Some("enc-1"), "bea", 100, Some("snappy")).await;
+    assert_eq!(
+        grpc_status(&headers, trailers.as_ref()).as_deref(),
+        Some("12"),
+        "UNIMPLEMENTED: {headers:?}"
+    );
+    // ...and falls back to none, with the same key: the call runs.
+    let (headers, body, trailers) = debit(&mut send, &addr, Some("enc-1"), "bea", 100).await;
+    assert_eq!(
+        grpc_status(&headers, trailers.as_ref()).as_deref(),
+        Some("0")
+    );
+    assert!(headers.get("idempotent-replayed").is_none(), "not a replay");
+    assert!(!body.is_empty(), "a receipt");
 }

@@ -260,6 +260,13 @@ async fn store_down_is_unavailable_with_retry_info_and_debits_nothing() {
     assert_eq!(down.code(), Code::Unavailable);
     assert_eq!(problem(&down), "store-unavailable");
     assert_eq!(idem_tonic::retry_delay(&down), Some(Duration::from_secs(1)));
+    // gRFC A6's pushback, for gRPC's own retry policies.
+    assert_eq!(
+        down.metadata()
+            .get(idem_tonic::RETRY_PUSHBACK_MS)
+            .and_then(|v| v.to_str().ok()),
+        Some("1000")
+    );
     assert!(
         !down.message().contains("refused"),
         "internals stay in the logs"

@@ -15,6 +15,10 @@ use crate::retry_info;
 /// (`urn:idem:problem:<slug>`), such as `request-in-flight`.
 pub const IDEM_PROBLEM: &str = "idem-problem";
 
+/// The metadata gRPC's retry policies read for how long to wait before the
+/// next attempt (gRFC A6), sent beside `google.rpc.RetryInfo`.
+pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+
 /// The gRPC code for a problem kind.
 pub fn code(kind: ProblemKind) -> Code {
     match kind {
@@ -48,6 +52,10 @@ pub(crate) fn status(problem: &Problem) -> Status {
     }
     if let Some(secs) = problem.retry_after_secs() {
         status.metadata_mut().insert("retry-after", secs.into());
+        // gRFC A6: the pushback gRPC's own retry policies honour.
+        status
+            .metadata_mut()
+            .insert(RETRY_PUSHBACK_MS, secs.saturating_mul(1000).into());
     }
     status
 }

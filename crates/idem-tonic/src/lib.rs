@@ -62,13 +62,17 @@
 //! | a record cannot be read back | `INTERNAL` | `replay-unreadable` | |
 //!
 //! Retry info is a `google.rpc.RetryInfo` in the status details
-//! (`grpc-status-details-bin`, read by [`retry_delay`]) and, for clients
-//! that do not decode details, `retry-after` metadata in seconds.
+//! (`grpc-status-details-bin`, read by [`retry_delay`]), and
+//! `grpc-retry-pushback-ms` metadata for gRPC's own retry policies (gRFC
+//! A6: grpcio, grpc-go and grpc-java read it, not the details), and
+//! `retry-after` metadata in seconds for the rest.
 //!
 //! Which final statuses are recorded: see [`RecordCodes`]. By default the
 //! transient codes ([`TRANSIENT_CODES`]: `UNAVAILABLE`, `DEADLINE_EXCEEDED`,
 //! `INTERNAL`, ...) release the claim, so that a retry runs the method again;
-//! every other status, `OK` included, is recorded.
+//! `UNIMPLEMENTED` ([`NEVER_RECORDED`]), what the transport answers for an
+//! encoding it does not accept, is never recorded; every other status, `OK`
+//! included, is recorded.
 
 mod answer;
 mod commit_with_record;
@@ -79,10 +83,10 @@ mod record_codes;
 mod retry_info;
 mod service;
 
-pub use answer::{code, IDEM_PROBLEM};
+pub use answer::{code, IDEM_PROBLEM, RETRY_PUSHBACK_MS};
 pub use commit_with_record::commit_with_record;
 pub use idem_http::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use layer::IdempotencyLayer;
-pub use record_codes::{RecordCodes, TRANSIENT_CODES};
+pub use record_codes::{RecordCodes, NEVER_RECORDED, TRANSIENT_CODES};
 pub use retry_info::retry_delay;
 pub use service::IdempotencyService;
