@@ -22,12 +22,17 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// The gRPC example on memory; its address.
 async fn server() -> String {
+    slow_server(Duration::ZERO).await
+}
+
+/// The gRPC example on memory, each debit taking `delay`; its address.
+async fn slow_server(delay: Duration) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address").to_string();
     let store = MemoryStore::new();
     let payments = Payments {
         ledger: Arc::new(MemoryLedger::new(&store)),
-        debit_delay: Duration::ZERO,
+        debit_delay: delay,
     };
     let engine = Engine::new(store).with_policy(Policy::default());
     tokio::spawn(serve(listener, engine, payments));
@@ -143,11 +148,27 @@ async fn debit_encoded(
     amount: u64,
     encoding: Option<&str>,
 ) -> (HeaderMap, Vec<u8>, Option<HeaderMap>) {
+    let headers = encoding.map(|e| ("grpc-encoding", e));
+    debit_with(send, authority, key, account, amount, headers).await
+}
+
+/// [`debit`] with one more header.
+async fn debit_with(
+    send: &mut h2::client::SendRequest<Bytes>,
+    authority: &str,
+    key: Option<&str>,
+    account: &str,
+    amount: u64,
+    header: Option<(&str, &str)>,
+) -> (HeaderMap, Vec<u8>, Option<HeaderMap>) {
+    let encoding = header
+        .filter(|(name, _)| *name == "grpc-encoding")
+        .map(|(_, v)| v);
     let mut request = Request::post(format!("http://{authority}/payments.v1.Ledger/Debit"))
         .header("content-type", "application/grpc")
         .header("te", "trailers");
-    if let Some(encoding) = encoding {
-        request = request.header("grpc-encoding", encoding);
+    if let Some((name, value)) = header {
+        request = request.header(name, value);
     }
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
@@ -274,4 +295,63 @@ async fn an_encoding_the_server_refuses_is_not_recorded_and_the_fallback_call_ru
     );
     assert!(headers.get("idempotent-replayed").is_none(), "not a replay");
     assert!(!body.is_empty(), "a receipt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_whose_deadline_passes_mid_debit_get_deadline_exceeded_and_are_debited_once() {
+    let addr = slow_server(Duration::from_millis(400)).await;
+    let tcp = TcpStream::connect(&addr).await.expect("connect");
+    let (send, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    // 32 clients whose deadline (100 ms, `grpc-timeout`, no deadline of
+    // their own) passes while their debit runs.
+    let calls: Vec<_> = (0..32)
+        .map(|i| {
+            let (mut send, addr) = (send.clone(), addr.clone());
+            tokio::spawn(async move {
+                let (headers, _, trailers) = debit_with(
+                    &mut send,
+                    &addr,
+                    Some(&format!("late-{i}")),
+                    &format!("late{i}"),
+                    100,
+                    Some(("grpc-timeout", "100m")),
+                )
+                .await;
+                grpc_status(&headers, trailers.as_ref())
+            })
+        })
+        .collect();
+    let mut codes = Vec::new();
+    for call in calls {
+        codes.push(call.await.expect("call"));
+    }
+    assert!(
+        codes.iter().all(|c| c.as_deref() == Some("4")),
+        "every call gets DEADLINE_EXCEEDED (4): {codes:?}"
+    );
+    // The debits were not cancelled: each retry gets its receipt, once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut send = send;
+    for i in 0..32 {
+        let (headers, body, trailers) = debit(
+            &mut send,
+            &addr,
+            Some(&format!("late-{i}")),
+            &format!("late{i}"),
+            100,
+        )
+        .await;
+        assert_eq!(
+            grpc_status(&headers, trailers.as_ref()).as_deref(),
+            Some("0")
+        );
+        assert!(
+            headers.get("idempotent-replayed").is_some(),
+            "the first run's receipt"
+        );
+        assert!(!body.is_empty());
+    }
 }

@@ -76,6 +76,7 @@
 
 mod answer;
 mod commit_with_record;
+mod deadline;
 mod frames;
 mod layer;
 mod record;

@@ -22,6 +22,7 @@ use tower_service::Service;
 
 use crate::answer;
 use crate::commit_with_record::RunSlot;
+use crate::deadline::{grpc_timeout, AHEAD};
 use crate::frames::single_message;
 use crate::layer::Config;
 use crate::record::{self, Buffered};
@@ -81,10 +82,12 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    let started = tokio::time::Instant::now();
     let path = req.uri().path();
     if !config.methods.iter().any(|m| m == path) {
         return inner.call(req).await.map(|r| r.map(Body::new));
     }
+    let deadline = grpc_timeout(req.headers()).map(|d| started + d.saturating_sub(AHEAD));
     let key = key_from_values(
         req.headers()
             .get_all(&config.key)
@@ -145,7 +148,20 @@ where
         |gone| run(inner, engine, call, Arc::clone(&config), parts, bytes, gone),
         spawn_on_tokio,
     );
-    if let Ok(Some(answer)) = AssertUnwindSafe(detached).catch_unwind().await {
+    let answered = AssertUnwindSafe(detached).catch_unwind();
+    let answered = match deadline {
+        None => answered.await,
+        Some(at) => {
+            if let Ok(answered) = tokio::time::timeout_at(at, answered).await {
+                answered
+            } else {
+                // Dropped here, the call goes on on a task of its own and
+                // is recorded (or, not started yet, releases its claim).
+                return Ok(deadline_exceeded());
+            }
+        }
+    };
+    if let Ok(Some(answer)) = answered {
         answer
     } else {
         // Whatever the method did may have taken effect: the engine keeps
@@ -250,6 +266,16 @@ where
         },
         Err(e) => answer::response(&Problem::for_error(&e)),
     })
+}
+
+/// The answer to a call whose deadline passed: `DEADLINE_EXCEEDED`, as
+/// clients' retry policies expect (tonic's own timer says `CANCELLED`).
+fn deadline_exceeded() -> Response<Body> {
+    tonic::Status::deadline_exceeded(
+        "the call's deadline passed before its answer; it was not cancelled: retry with the same \
+         idempotency key to get its outcome",
+    )
+    .into_http()
 }
 
 /// The record of a response that was served but could not be recorded: a
