@@ -76,10 +76,13 @@ struct Frame {
     kind: u8,
     flags: u8,
     length: usize,
+    /// A RST_STREAM frame's error code.
+    error: Option<u32>,
 }
 
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
+const RST_STREAM: u8 = 3;
 const END_STREAM: u8 = 0x1;
 
 /// The frames the server sent, by stream (stream 0 left out).
@@ -97,11 +100,20 @@ fn frames_by_stream(bytes: &[u8]) -> BTreeMap<u32, Vec<Frame>> {
             bytes[at + 7],
             bytes[at + 8],
         ]);
+        let error = (kind == RST_STREAM && at + 13 <= bytes.len()).then(|| {
+            u32::from_be_bytes([
+                bytes[at + 9],
+                bytes[at + 10],
+                bytes[at + 11],
+                bytes[at + 12],
+            ])
+        });
         if stream != 0 {
             streams.entry(stream).or_default().push(Frame {
                 kind,
                 flags,
                 length,
+                error,
             });
         }
         at += 9 + length;
@@ -110,10 +122,21 @@ fn frames_by_stream(bytes: &[u8]) -> BTreeMap<u32, Vec<Frame>> {
 }
 
 /// Whether a stream's frames are a valid gRPC response: trailers-only, or
-/// headers, data and trailers, ended by the trailers.
+/// headers, data and trailers, ended by the trailers. A server that answered
+/// before reading the whole request may then reset the stream with
+/// `NO_ERROR` (HTTP/2's way to say "stop sending"), which is allowed.
 fn valid_grpc_response(frames: &[Frame]) -> Result<(), String> {
     let ends = |f: &Frame| f.flags & END_STREAM != 0;
-    match frames {
+    let (frames, after): (Vec<Frame>, Vec<Frame>) = frames
+        .iter()
+        .partition(|f| f.kind == HEADERS || f.kind == DATA);
+    if let Some(reset) = after
+        .iter()
+        .find(|f| f.kind == RST_STREAM && f.error != Some(0))
+    {
+        return Err(format!("reset with an error: {reset:?}"));
+    }
+    match frames.as_slice() {
         [only] if only.kind == HEADERS && ends(only) => Ok(()),
         [head, middle @ .., last]
             if head.kind == HEADERS
