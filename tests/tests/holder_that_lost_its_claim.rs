@@ -129,17 +129,22 @@ async fn record_force_removed_mid_debit(store: Arc<dyn Store>, url: String) {
     assert_eq!(balance(&url).await, 9_900, "one debit of 100");
 }
 
+/// Two instances on `store`, the first stalling, and the stall story.
+async fn stalled_and_taken_over(store: Arc<dyn Store>, ledger: Arc<dyn Ledger>) {
+    let stalling = instance(
+        Arc::new(RenewalsFail(Arc::clone(&store))),
+        Arc::clone(&ledger),
+    )
+    .await;
+    let other = instance(store, ledger).await;
+    holder_stalls_past_its_lease(stalling, other).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_memory() {
     let records = MemoryStore::new();
     let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(&records));
-    let stalling = instance(
-        Arc::new(RenewalsFail(Arc::new(records.clone()))),
-        Arc::clone(&ledger),
-    )
-    .await;
-    let other = instance(Arc::new(records), ledger).await;
-    holder_stalls_past_its_lease(stalling, other).await;
+    stalled_and_taken_over(Arc::new(records), ledger).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,13 +170,7 @@ async fn redis_records(prefix: &str) -> (idem_redis::RedisStore, Arc<dyn Ledger>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_redis() {
     let (store, ledger) = redis_records(&unique_prefix("stall")).await;
-    let stalling = instance(
-        Arc::new(RenewalsFail(Arc::new(store.clone()))),
-        Arc::clone(&ledger),
-    )
-    .await;
-    let other = instance(Arc::new(store), ledger).await;
-    holder_stalls_past_its_lease(stalling, other).await;
+    stalled_and_taken_over(Arc::new(store), ledger).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,13 +197,7 @@ async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_redis_cluster() 
             .await
             .expect("redis ledger"),
     );
-    let stalling = instance(
-        Arc::new(RenewalsFail(Arc::new(store.clone()))),
-        Arc::clone(&ledger),
-    )
-    .await;
-    let other = instance(Arc::new(store), ledger).await;
-    holder_stalls_past_its_lease(stalling, other).await;
+    stalled_and_taken_over(Arc::new(store), ledger).await;
 }
 
 async fn pg_records() -> (idem_postgres::PgStore, Arc<dyn Ledger>) {
@@ -217,13 +210,7 @@ async fn pg_records() -> (idem_postgres::PgStore, Arc<dyn Ledger>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_stalls_past_its_lease_and_a_retry_takes_over_on_postgres() {
     let (store, ledger) = pg_records().await;
-    let stalling = instance(
-        Arc::new(RenewalsFail(Arc::new(store.clone()))),
-        Arc::clone(&ledger),
-    )
-    .await;
-    let other = instance(Arc::new(store), ledger).await;
-    holder_stalls_past_its_lease(stalling, other).await;
+    stalled_and_taken_over(Arc::new(store), ledger).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
