@@ -46,8 +46,8 @@ impl Ledger for SlowAnswer {
         claim: &Claim,
         respond: Respond<'_>,
     ) -> Response {
-        // The ledger's own way (PostgreSQL commits the record with the
-        // debit; the others leave it to the engine after this returns).
+        // The ledger's own way: every ledger commits the debit with its
+        // record, while the claim holds.
         let response = self
             .inner
             .debit_and_record(account, amount, claim, respond)

@@ -41,6 +41,20 @@ async fn start(
     LedgerClient::new(channel)
 }
 
+/// A Redis store under a prefix of its own (from `label`), and the ledger
+/// whose balances sit beside its records.
+async fn redis_records(label: &str) -> (idem_redis::RedisStore, Arc<dyn Ledger>) {
+    let prefix = unique_prefix(label);
+    let store = idem_redis::RedisStore::connect(&redis_url())
+        .await
+        .expect("redis")
+        .with_prefix(&format!("{prefix}idem:"));
+    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
+        .await
+        .expect("redis ledger");
+    (store, Arc::new(ledger))
+}
+
 async fn on_memory(debit_delay: Duration) -> LedgerClient<Channel> {
     let store = MemoryStore::new();
     let ledger = Arc::new(MemoryLedger::new(&store));
@@ -177,15 +191,8 @@ async fn thirty_two_concurrent_duplicates_debit_once_on_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_concurrent_duplicates_debit_once_on_redis() {
-    let prefix = unique_prefix("grpc");
-    let store = idem_redis::RedisStore::connect(&redis_url())
-        .await
-        .expect("redis")
-        .with_prefix(&format!("{prefix}idem:"));
-    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
-        .await
-        .expect("redis ledger");
-    let client = start(store, Arc::new(ledger), Duration::from_millis(200)).await;
+    let (store, ledger) = redis_records("grpc").await;
+    let client = start(store, ledger, Duration::from_millis(200)).await;
     thirty_two_concurrent_duplicates_debit_once(client).await;
 }
 
@@ -543,15 +550,8 @@ async fn a_debit_force_removed_mid_way_debits_once_on_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debit_force_removed_mid_way_debits_once_on_redis() {
-    let prefix = unique_prefix("grpc-forced");
-    let store = idem_redis::RedisStore::connect(&redis_url())
-        .await
-        .expect("redis")
-        .with_prefix(&format!("{prefix}idem:"));
-    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
-        .await
-        .expect("redis ledger");
-    force_removed_mid_debit_debits_once(store, Arc::new(ledger)).await;
+    let (store, ledger) = redis_records("grpc-forced").await;
+    force_removed_mid_debit_debits_once(store, ledger).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

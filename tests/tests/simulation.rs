@@ -434,6 +434,12 @@ fn check_log(
     tally.second_effects += effects.len().saturating_sub(1);
     tally.recorded += completed.len();
     tally.released += released.len();
+    check_replays(answers, recorded, tally)?;
+    Ok(recorded)
+}
+
+/// Every replay any caller got is the recorded outcome.
+fn check_replays(answers: &Answers, recorded: Option<u64>, tally: &mut Seen) -> Result<(), String> {
     for (caller, answer) in answers
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -448,7 +454,7 @@ fn check_log(
             }
         }
     }
-    Ok(recorded)
+    Ok(())
 }
 
 /// The invariants when every effect commits with its record: at most one
@@ -490,20 +496,7 @@ async fn check_committed(
     }
     tally.effects += effects.len();
     tally.recorded += usize::from(recorded.is_some());
-    for (caller, answer) in answers
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-    {
-        if let Ok(Ran::Replayed(v)) = answer {
-            tally.replays += 1;
-            if Some(*v) != recorded {
-                return Err(format!(
-                    "caller {caller} replayed {v}, but the record holds {recorded:?}"
-                ));
-            }
-        }
-    }
+    check_replays(answers, recorded, tally)?;
     Ok(recorded)
 }
 
