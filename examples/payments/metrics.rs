@@ -4,12 +4,20 @@
 
 use axum::routing::get;
 use axum::Router;
-use metrics_exporter_prometheus::{BuildError, PrometheusBuilder};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
 
 /// Installs the process's Prometheus recorder and returns the router that
-/// serves what it holds at `GET /metrics`.
+/// serves what it holds at `GET /metrics`. The store's call durations are a
+/// histogram with [`idem_core::STORE_DURATION_BUCKETS`] (the exporter's
+/// default for a histogram is a summary, whose quantiles cannot be
+/// aggregated across instances).
 pub fn router() -> Result<Router, BuildError> {
-    let handle = PrometheusBuilder::new().install_recorder()?;
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("idem_store_duration".into()),
+            idem_core::STORE_DURATION_BUCKETS,
+        )?
+        .install_recorder()?;
     Ok(Router::new().route(
         "/metrics",
         get(move || {

@@ -64,4 +64,25 @@ async fn a_scrape_shows_each_decision_and_the_store_s_latency() {
         "{scrape}"
     );
     assert_eq!(value(&scrape, "idem_claims_held"), Some(0.0), "{scrape}");
+    // A histogram with buckets (aggregatable, `histogram_quantile`), not a
+    // summary: every begin took less than 5 s, and the three begins are
+    // counted in the last bucket.
+    assert!(
+        scrape.contains("# TYPE idem_store_duration histogram"),
+        "{scrape}"
+    );
+    assert!(
+        !scrape.contains("idem_store_duration{"),
+        "no quantiles: {scrape}"
+    );
+    let begins_under = |le: &str| {
+        value(
+            &scrape,
+            &format!(
+                "idem_store_duration_bucket{{idem_store=\"memory\",idem_transition=\"begin\",le=\"{le}\"}}"
+            ),
+        )
+    };
+    assert_eq!(begins_under("5"), Some(3.0), "{scrape}");
+    assert_eq!(begins_under("+Inf"), Some(3.0), "{scrape}");
 }

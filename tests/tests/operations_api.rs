@@ -140,3 +140,146 @@ async fn a_malformed_key_is_a_problem() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(problem["type"], "urn:idem:problem:key-malformed");
 }
+
+/// The raw answer of the operators' routes: status, content type, `Allow`,
+/// and the body as JSON (Null when it is not JSON).
+async fn admin_raw(
+    method: reqwest::Method,
+    url: &str,
+    query: &str,
+) -> (StatusCode, String, String, Value) {
+    let r = reqwest::Client::new()
+        .request(method, format!("{url}/records?{query}"))
+        .send()
+        .await
+        .expect("admin request");
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (content_type, allow) = (header("content-type"), header("allow"));
+    let status = r.status();
+    let body = r.text().await.unwrap_or_default();
+    (
+        status,
+        content_type,
+        allow,
+        serde_json::from_str(&body).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn an_operator_s_mistyped_request_is_answered_with_a_problem_that_says_what_is_wrong() {
+    let (url, ops) = start(Duration::ZERO).await;
+    let (status, _) = debit(&url, "cat", "pay-3").await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    let cases: &[(reqwest::Method, &str, u16, &str, &str)] = &[
+        (
+            reqwest::Method::GET,
+            "scope=cat",
+            400,
+            "bad-request",
+            "`key` is missing",
+        ),
+        (
+            reqwest::Method::DELETE,
+            "scope=cat",
+            400,
+            "bad-request",
+            "`key` is missing",
+        ),
+        (
+            reqwest::Method::GET,
+            "scope=cat&key=pay-3&key=pay-4",
+            400,
+            "bad-request",
+            "`key` is given more than once",
+        ),
+        (
+            reqwest::Method::DELETE,
+            "scope=cat&scope=dan&key=pay-3",
+            400,
+            "bad-request",
+            "`scope` is given more than once",
+        ),
+        (
+            reqwest::Method::GET,
+            "scope=cat&key=pay-3&outcome=yes",
+            400,
+            "bad-request",
+            "`outcome` is `yes`",
+        ),
+        (
+            reqwest::Method::DELETE,
+            "scope=cat&key=pay-3&force=please",
+            400,
+            "bad-request",
+            "`force` is `please`",
+        ),
+        (
+            reqwest::Method::DELETE,
+            "scope=cat&key=pay-3&forse=true",
+            400,
+            "bad-request",
+            "unknown query parameter `forse`",
+        ),
+        (
+            reqwest::Method::GET,
+            "scope=cat&key=",
+            400,
+            "key-malformed",
+            "the query parameter `key`",
+        ),
+        (
+            reqwest::Method::POST,
+            "scope=cat&key=pay-3",
+            405,
+            "method-not-allowed",
+            "",
+        ),
+        (
+            reqwest::Method::PUT,
+            "scope=cat&key=pay-3",
+            405,
+            "method-not-allowed",
+            "",
+        ),
+    ];
+    for (method, query, status, kind, detail) in cases {
+        let (got, content_type, allow, problem) = admin_raw(method.clone(), &ops, query).await;
+        let what = format!("{method} ?{query}: {got} {content_type} {problem}");
+        assert_eq!(got.as_u16(), *status, "{what}");
+        assert_eq!(content_type, "application/problem+json", "{what}");
+        assert_eq!(
+            problem["type"],
+            format!("urn:idem:problem:{kind}"),
+            "{what}"
+        );
+        assert_eq!(problem["status"], *status, "{what}");
+        let text = problem["detail"].as_str().unwrap_or("");
+        assert!(text.contains(detail), "{what}");
+        if *status == 405 {
+            assert!(
+                allow.contains("GET") && allow.contains("DELETE"),
+                "{what}: Allow {allow}"
+            );
+        }
+        if *kind == "key-malformed" {
+            assert!(
+                !problem["title"].as_str().unwrap_or("").contains("header"),
+                "{what}"
+            );
+        }
+    }
+
+    // None of those touched the record; `force=1` is understood as true.
+    let (status, record) = admin(reqwest::Method::GET, &ops, "scope=cat&key=pay-3&outcome=1").await;
+    assert_eq!(status, StatusCode::OK, "{record}");
+    assert_eq!(record["outcome"]["status"], 201);
+    let (status, _) = admin(reqwest::Method::DELETE, &ops, "scope=cat&key=pay-3&force=1").await;
+    assert_eq!(status, StatusCode::OK);
+}

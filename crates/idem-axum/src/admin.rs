@@ -2,40 +2,97 @@
 //! people who run the service. Mount it behind your own authentication, on
 //! an address of its own.
 
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
+use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use idem_core::{Engine, IdempotencyKey, RecordId, RecordInfoState, Removal, Scope};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::problem::{Problem, ProblemKind};
+use crate::problem_json::problem_json;
 use crate::record;
 
 /// The record a request names: `?scope=<scope>&key=<key>` (an empty or
 /// missing scope is the global scope, which the layer uses by default).
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 struct Target {
-    #[serde(default)]
-    scope: String,
-    key: String,
+    scope: Scope,
+    key: IdempotencyKey,
     /// `GET`: show the recorded response (default: only its size).
-    #[serde(default)]
     outcome: bool,
     /// `DELETE`: end an in-flight claim too.
-    #[serde(default)]
     force: bool,
 }
 
+/// What the routes take, for the errors that name them.
+const PARAMETERS: &str =
+    "`scope`, `key`, `outcome` (GET: true or false) and `force` (DELETE: true or false)";
+
 impl Target {
-    fn id(&self) -> Result<(Scope, IdempotencyKey, RecordId), Problem> {
-        let key = IdempotencyKey::parse(&self.key)
-            .map_err(|e| Problem::new(ProblemKind::KeyMalformed, format!("{e}")))?;
-        let scope = Scope::new(self.scope.clone());
-        let id = RecordId::new(&scope, &key);
-        Ok((scope, key, id))
+    /// Reads the query strictly: an operator's typo (a repeated or unknown
+    /// parameter, `force=yes`) is refused rather than guessed at, since a
+    /// guess could name another record or remove one that was meant to stay.
+    fn parse(query: Option<&str>) -> Result<Self, Problem> {
+        let (mut scope, mut key, mut outcome, mut force) = (None, None, None, None);
+        for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let slot = match name.as_ref() {
+                "scope" => &mut scope,
+                "key" => &mut key,
+                "outcome" => &mut outcome,
+                "force" => &mut force,
+                other => {
+                    return Err(bad_request(format!(
+                        "unknown query parameter `{other}`: the parameters are {PARAMETERS}"
+                    )))
+                }
+            };
+            if slot.replace(value.into_owned()).is_some() {
+                return Err(bad_request(format!(
+                    "the query parameter `{name}` is given more than once: name one record per \
+                     request"
+                )));
+            }
+        }
+        let Some(key) = key else {
+            return Err(bad_request(format!(
+                "the query parameter `key` is missing: name the record as \
+                 `/records?scope=<scope>&key=<key>`; the parameters are {PARAMETERS}"
+            )));
+        };
+        let key = IdempotencyKey::parse(&key).map_err(|e| {
+            Problem::new(
+                ProblemKind::KeyMalformed,
+                format!("the query parameter `key`: {e}"),
+            )
+        })?;
+        Ok(Target {
+            scope: Scope::new(scope.unwrap_or_default()),
+            key,
+            outcome: flag("outcome", outcome)?,
+            force: flag("force", force)?,
+        })
     }
+
+    fn id(&self) -> RecordId {
+        RecordId::new(&self.scope, &self.key)
+    }
+}
+
+/// A boolean query parameter: `true`/`1` or `false`/`0`; absent is false.
+fn flag(name: &str, value: Option<String>) -> Result<bool, Problem> {
+    match value.as_deref() {
+        None | Some("false" | "0") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some(other) => Err(bad_request(format!(
+            "the query parameter `{name}` is `{other}`: it must be `true` or `false`"
+        ))),
+    }
+}
+
+fn bad_request(detail: String) -> Problem {
+    Problem::new(ProblemKind::BadRequest, detail)
 }
 
 /// The operators' routes on `engine`'s store, under `/records`:
@@ -55,7 +112,10 @@ impl Target {
 ///   claim's downstream key nor its fencing token, is not undone. 404 if
 ///   there is none.
 ///
-/// Errors are problem+json. The routes are not authenticated: mount them
+/// Every error is problem+json: a missing, repeated or unknown query
+/// parameter and a flag that is not `true` or `false` (400 `bad-request`), a
+/// malformed key (400 `key-malformed`), another method (405, with `Allow`),
+/// another path (404). The routes are not authenticated: mount them
 /// behind your own authentication, on an internal address.
 ///
 /// ```no_run
@@ -69,6 +129,7 @@ pub fn admin_router(engine: Engine) -> Router {
     Router::new()
         .route("/records", get(look_up).delete(remove))
         .with_state(engine)
+        .layer(map_response(problem_json))
 }
 
 fn answer(result: Result<Response, Problem>) -> Response {
@@ -83,18 +144,19 @@ fn unavailable(e: &idem_core::StoreError) -> Problem {
     .retry_after(1)
 }
 
-async fn look_up(State(engine): State<Engine>, Query(target): Query<Target>) -> Response {
-    answer(look_up_inner(&engine, &target).await)
+async fn look_up(State(engine): State<Engine>, RawQuery(query): RawQuery) -> Response {
+    answer(look_up_inner(&engine, query.as_deref()).await)
 }
 
-async fn look_up_inner(engine: &Engine, target: &Target) -> Result<Response, Problem> {
-    let (scope, key, id) = target.id()?;
+async fn look_up_inner(engine: &Engine, query: Option<&str>) -> Result<Response, Problem> {
+    let target = Target::parse(query)?;
+    let (scope, key, id) = (&target.scope, &target.key, target.id());
     let info = engine
         .store()
         .inspect(&id)
         .await
         .map_err(|e| unavailable(&e))?
-        .ok_or_else(|| not_found(&scope, &key))?;
+        .ok_or_else(|| not_found(scope, key))?;
     let mut body = json!({
         "record_id": id.to_hex(),
         "scope": scope.as_str(),
@@ -155,12 +217,13 @@ fn not_found(scope: &Scope, key: &IdempotencyKey) -> Problem {
     )
 }
 
-async fn remove(State(engine): State<Engine>, Query(target): Query<Target>) -> Response {
-    answer(remove_inner(&engine, &target).await)
+async fn remove(State(engine): State<Engine>, RawQuery(query): RawQuery) -> Response {
+    answer(remove_inner(&engine, query.as_deref()).await)
 }
 
-async fn remove_inner(engine: &Engine, target: &Target) -> Result<Response, Problem> {
-    let (scope, key, id) = target.id()?;
+async fn remove_inner(engine: &Engine, query: Option<&str>) -> Result<Response, Problem> {
+    let target = Target::parse(query)?;
+    let (scope, key, id) = (&target.scope, &target.key, target.id());
     match engine
         .store()
         .remove(&id, target.force)
@@ -177,6 +240,6 @@ async fn remove_inner(engine: &Engine, target: &Target) -> Result<Response, Prob
              let a retry run it a second time; wait for it to finish, or add `force=true` if its \
              holder is known to be gone",
         )),
-        Removal::Absent => Err(not_found(&scope, &key)),
+        Removal::Absent => Err(not_found(scope, key)),
     }
 }

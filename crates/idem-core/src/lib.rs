@@ -96,6 +96,7 @@ pub use failure::{Failure, Never};
 pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError, FingerprintKind};
 pub use key::{IdempotencyKey, KeyError, RecordId, RecordKind, Scope, MAX_KEY_LEN};
 pub use memory::{MemoryStore, MemoryTransaction, WhenFull};
+pub use observe::STORE_DURATION_BUCKETS;
 pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
 pub use ran::Ran;
 pub use result_codec::encode_result;

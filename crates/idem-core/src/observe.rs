@@ -13,6 +13,25 @@ use std::sync::Arc;
 
 use crate::store::Store;
 
+/// Histogram bucket bounds, in seconds, suited to `idem.store.duration`:
+/// from 50 µs (the memory store) through the milliseconds of a Redis or
+/// PostgreSQL round trip to the seconds of a store that is failing over or
+/// timing out. Give them to your exporter so that the store's latency is a
+/// histogram that can be aggregated across instances and read with
+/// `histogram_quantile`, not a per-instance summary; with
+/// `metrics-exporter-prometheus`:
+///
+/// ```ignore
+/// PrometheusBuilder::new().set_buckets_for_metric(
+///     Matcher::Full("idem_store_duration".into()),
+///     idem_core::STORE_DURATION_BUCKETS,
+/// )?
+/// ```
+pub const STORE_DURATION_BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0,
+];
+
 /// Counts one decision about a call of `operation`.
 #[inline]
 #[allow(clippy::ptr_arg)] // The label clones the `Cow`: no allocation for a static name.

@@ -26,7 +26,7 @@ impl fmt::Display for KeyHeaderError {
             Self::Repeated => f.write_str(
                 "the Idempotency-Key header was sent more than once; send it once per request",
             ),
-            Self::Malformed(e) => e.fmt(f),
+            Self::Malformed(e) => write!(f, "the Idempotency-Key header: {e}"),
         }
     }
 }

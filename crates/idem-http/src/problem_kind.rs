@@ -104,7 +104,7 @@ impl ProblemKind {
     pub fn title(self) -> &'static str {
         match self {
             ProblemKind::KeyMissing => "Idempotency-Key header is missing",
-            ProblemKind::KeyMalformed => "Idempotency-Key header is malformed",
+            ProblemKind::KeyMalformed => "Idempotency key is malformed",
             ProblemKind::InFlight => "A request with this Idempotency-Key is being processed",
             ProblemKind::KeyReused => "Idempotency-Key was already used for a different request",
             ProblemKind::RequestTooLarge => "Request body is too large",
