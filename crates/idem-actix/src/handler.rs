@@ -23,7 +23,43 @@ use crate::respond::respond;
 /// What an attribute's handler answers.
 pub type Response = HttpResponse;
 
-/// The generated handler's only extractor: the engine (from the app data)
+/// The `Idempotency-Key` header of a handler whose key comes from it: the
+/// generated handler's first extractor, so that a request without a valid
+/// key is answered 400 before its body is read (actix-web extracts a
+/// handler's parameters in order, and the context reads the body).
+#[derive(Debug)]
+pub struct HeaderKey(IdempotencyKey);
+
+impl FromRequest for HeaderKey {
+    type Error = actix_web::Error;
+    type Future = std::future::Ready<Result<Self, actix_web::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let key = key_from_values(
+            req.headers()
+                .get_all(IDEMPOTENCY_KEY)
+                .map(actix_web::http::header::HeaderValue::as_bytes),
+        );
+        std::future::ready(match key {
+            Ok(Some(key)) => Ok(Self(key)),
+            Ok(None) => Err(refused(&Problem::key_missing())),
+            Err(e) => Err(refused(&Problem::key_malformed(&e))),
+        })
+    }
+}
+
+impl HeaderKey {
+    /// The key, as the other key sources give it.
+    pub fn into_key(self) -> Result<IdempotencyKey, Problem> {
+        Ok(self.0)
+    }
+}
+
+fn refused(problem: &Problem) -> actix_web::Error {
+    InternalError::from_response("idem", problem_response(problem)).into()
+}
+
+/// The generated handler's extractor after the key: the engine (from the app data)
 /// and the whole request, body included, from which the user's extractors
 /// are then extracted.
 #[derive(Debug)]
@@ -38,7 +74,6 @@ pub struct HandlerContext {
 pub struct HandlerRequest {
     req: HttpRequest,
     body: Bytes,
-    header_key: Result<Option<IdempotencyKey>, Problem>,
     operation: Cow<'static, str>,
     settings: Settings,
 }
@@ -109,19 +144,12 @@ impl FromRequest for HandlerContext {
             let settings = Settings::default();
             let body = read_body(&req, payload, settings.max_request_body)
                 .await
-                .map_err(|p| InternalError::from_response("idem", problem_response(&p)))?;
-            let header_key = key_from_values(
-                req.headers()
-                    .get_all(IDEMPOTENCY_KEY)
-                    .map(actix_web::http::header::HeaderValue::as_bytes),
-            )
-            .map_err(|e| Problem::key_malformed(&e));
+                .map_err(|p| refused(&p))?;
             Ok(Self {
                 engine,
                 request: HandlerRequest {
                     req,
                     body,
-                    header_key,
                     operation: Cow::Borrowed("http"),
                     settings,
                 },
@@ -195,15 +223,6 @@ impl HandlerRequest {
         );
         add_body(&mut fp, "body", json, &self.body);
         fp
-    }
-
-    /// The key from the `Idempotency-Key` header: 400 if missing or malformed.
-    pub fn header_key(&self) -> Result<IdempotencyKey, Problem> {
-        match &self.header_key {
-            Ok(Some(key)) => Ok(key.clone()),
-            Ok(None) => Err(Problem::key_missing()),
-            Err(problem) => Err(problem.clone()),
-        }
     }
 
     /// The key from the attribute's `key = ...` expression: 400 if its value

@@ -27,13 +27,37 @@ pub struct HandlerContext<S> {
 }
 
 /// The request as the generated handler sees it before the user's code
-/// runs: the key header (read, not yet required), and what the
-/// fingerprint starts from.
+/// runs: what the fingerprint starts from.
 #[derive(Debug)]
 pub struct HandlerRequest {
     head: RequestHead,
-    header_key: Result<Option<IdempotencyKey>, Problem>,
     json: bool,
+}
+
+/// The `Idempotency-Key` header of a handler whose key comes from it,
+/// extracted right after the context and before the user's extractors: a
+/// request without a valid key is answered 400 before its body is read, so
+/// a client that sent `Expect: 100-continue` is never asked for the body.
+#[derive(Debug)]
+pub struct HeaderKey(IdempotencyKey);
+
+impl<S: Send + Sync> FromRequestParts<S> for HeaderKey {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        match key_from_headers(&parts.headers) {
+            Ok(Some(key)) => Ok(Self(key)),
+            Ok(None) => Err(key_missing().into_response()),
+            Err(problem) => Err(problem.into_response()),
+        }
+    }
+}
+
+impl HeaderKey {
+    /// The key, as the other key sources give it.
+    pub fn into_key(self) -> Result<IdempotencyKey, Problem> {
+        Ok(self.0)
+    }
 }
 
 /// What an `#[idempotent]` axum handler returns: any `IntoResponse`.
@@ -87,7 +111,6 @@ where
             state: state.clone(),
             request: HandlerRequest {
                 head: RequestHead::new(parts),
-                header_key: key_from_headers(&parts.headers),
                 json: is_json(&parts.headers),
             },
         })
@@ -137,15 +160,6 @@ impl HandlerRequest {
     /// The fingerprint so far: operation, method, route, path and query.
     pub fn builder(&self) -> FingerprintBuilder {
         self.head.builder()
-    }
-
-    /// The key from the `Idempotency-Key` header: 400 if missing or malformed.
-    pub fn header_key(&self) -> Result<IdempotencyKey, Problem> {
-        match &self.header_key {
-            Ok(Some(key)) => Ok(key.clone()),
-            Ok(None) => Err(key_missing()),
-            Err(problem) => Err(problem.clone()),
-        }
     }
 
     /// The key from the attribute's `key = ...` expression: 400 if its value

@@ -122,7 +122,9 @@ pub mod __private {
     //! a public API.
     pub use crate::__idem_import_tags as import_tags;
     pub use crate::extract::{fingerprint_failed, Idempotent};
-    pub use crate::handler::{EngineInState, HandlerContext, HandlerRequest, HandlerResponse};
+    pub use crate::handler::{
+        EngineInState, HandlerContext, HandlerRequest, HandlerResponse, HeaderKey,
+    };
     pub use crate::handler_input::{
         tag, Added, BodyTag, BodyValue, Fingerprintable, HeaderTag, InnerTag, SerializeTag,
         SkipTag, Tagged, ViaKnown, ViaSerialize, Wrapper,

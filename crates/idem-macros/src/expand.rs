@@ -158,6 +158,15 @@ fn handler(sig: &syn::Signature, axum: &HandlerMode, runtime: &TokenStream) -> H
     // without one is told so where it routes the handler. In argument
     // position, so that a generic handler's turbofish stays the user's.
     outer.inputs = Punctuated::new();
+    // A key from the header is required first: before the context (which
+    // reads the body on actix-web) and the user's extractors (axum runs
+    // them in order; the last may read the body), so that a request without
+    // one is refused before its body is read.
+    if axum.key.is_none() {
+        outer
+            .inputs
+            .push(parse_quote!(__idem_header_key: #runtime::HeaderKey));
+    }
     outer.inputs.push(match axum.origin {
         // actix-web's app data is not typed: the engine is looked up there.
         Origin::Actix => parse_quote!(__idem_ctx: #runtime::HandlerContext),
@@ -261,7 +270,7 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
     let key = if let Some(expr) = &axum.key {
         quote_spanned!(expr.span()=> __idem_ctx.request().expression_key(&(#expr)))
     } else {
-        quote!(__idem_ctx.request().header_key())
+        quote!(__idem_header_key.into_key())
     };
     // Bindings are only needed by `key = ...` and `scope = ...`.
     let bindings = if axum.key.is_some() || *scoped {
