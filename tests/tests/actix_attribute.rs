@@ -52,6 +52,32 @@ async fn webhook(runs: Data<Runs>, event: Json<Event>) -> String {
     format!("{} handled, run {n}", event.id)
 }
 
+/// Handlers grouped on a type: the body calls the type's helpers through
+/// `Self::`.
+struct Refunds;
+
+impl Refunds {
+    fn fee(amount: u64) -> u64 {
+        amount / 100
+    }
+
+    #[idempotent(scope = "account")]
+    async fn refund(
+        runs: Data<Runs>,
+        account: Path<String>,
+        Json(req): Json<Debit>,
+    ) -> HttpResponse {
+        let n = runs.0.fetch_add(1, Ordering::SeqCst) + 1;
+        HttpResponse::Created()
+            .insert_header(("x-run", n))
+            .body(format!(
+                "{account} refunded {} less {}",
+                req.amount,
+                Self::fee(req.amount)
+            ))
+    }
+}
+
 fn start(with_engine: bool) -> (String, Runs) {
     let runs = Runs::default();
     let engine = Engine::new(MemoryStore::new());
@@ -60,7 +86,11 @@ fn start(with_engine: bool) -> (String, Runs) {
         let app = App::new()
             .app_data(data.clone())
             .route("/accounts/{account}/debits", web::post().to(debit))
-            .route("/webhooks", web::post().to(webhook));
+            .route("/webhooks", web::post().to(webhook))
+            .route(
+                "/accounts/{account}/refunds",
+                web::post().to(Refunds::refund),
+            );
         if with_engine {
             app.app_data(engine.clone())
         } else {
@@ -104,6 +134,21 @@ async fn a_retried_debit_replays_the_first_answer_and_runs_once() {
     let retry = post(&path, Some("k1"), "{ \"amount\" : 500 }").await;
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     assert_eq!(snapshot(retry).await, first, "status, headers and body");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_refund_handler_in_an_impl_block_calling_self_runs_once_and_replays() {
+    let (url, runs) = start(true);
+    let path = format!("{url}/accounts/carol/refunds");
+    let first = snapshot(post(&path, Some("r1"), r#"{"amount":500}"#).await).await;
+    assert_eq!(first.0, 201);
+    assert_eq!(first.2, b"carol refunded 500 less 5");
+    let retry = post(&path, Some("r1"), r#"{"amount":500}"#).await;
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(snapshot(retry).await, first);
+    let reused = post(&path, Some("r1"), r#"{"amount":600}"#).await;
+    assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(runs.0.load(Ordering::SeqCst), 1);
 }
 

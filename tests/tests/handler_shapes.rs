@@ -237,6 +237,55 @@ async fn with_claim(State(app): State<App>, Json(order): Json<Order>) -> String 
     )
 }
 
+/// Handlers grouped on a type, as services often write them: the body
+/// calls the type's own helpers through `Self::` and returns `Self`'s
+/// error type.
+struct Orders;
+
+#[derive(Debug)]
+struct OrderRefused(&'static str);
+
+impl IntoResponse for OrderRefused {
+    fn into_response(self) -> Response {
+        (StatusCode::UNPROCESSABLE_ENTITY, self.0).into_response()
+    }
+}
+
+impl Orders {
+    const MAX_QTY: u32 = 10;
+
+    fn check(order: &Order) -> Result<(), OrderRefused> {
+        if order.qty > Self::MAX_QTY {
+            return Err(OrderRefused("at most 10 per order"));
+        }
+        Ok(())
+    }
+
+    #[idempotent(name = "place_order")]
+    async fn place(
+        State(app): State<App>,
+        Json(order): Json<Order>,
+    ) -> Result<String, OrderRefused> {
+        let run = app.ran();
+        Self::check(&order)?;
+        Ok(format!("run {run} placed {} {}", order.qty, order.sku))
+    }
+
+    #[idempotent(claim = claim)]
+    async fn cancel(
+        State(app): State<App>,
+        Json(order): Json<Order>,
+    ) -> Result<String, OrderRefused> {
+        let run = app.ran();
+        Self::check(&order)?;
+        Ok(format!(
+            "run {run} cancelled {} token {}",
+            order.sku,
+            claim.fencing_token()
+        ))
+    }
+}
+
 async fn start() -> (String, App) {
     let app = App {
         engine: Engine::new(MemoryStore::new()),
@@ -260,6 +309,8 @@ async fn start() -> (String, App) {
         .route("/custom", post(custom_extractor))
         .route("/substate", post(substate))
         .route("/claim", post(with_claim))
+        .route("/orders", post(Orders::place))
+        .route("/orders/cancel", post(Orders::cancel))
         .with_state(app.clone());
     (idem_tests::serve(router).await, app)
 }
@@ -351,6 +402,28 @@ async fn impl_into_response_and_result_returns_record_and_replay() {
         &app,
     )
     .await;
+}
+
+#[tokio::test]
+async fn handlers_in_an_impl_block_that_call_self_run_once_and_replay() {
+    let (url, app) = start().await;
+    let order = r#"{"sku":"tea","qty":2,"note":null}"#;
+    let other = r#"{"sku":"tea","qty":3,"note":null}"#;
+    let too_many = r#"{"sku":"tea","qty":11,"note":null}"#;
+    for path in ["/orders", "/orders/cancel"] {
+        once_replayed_and_other_refused(&format!("{url}{path}"), path, &[JSON], order, other, &app)
+            .await;
+        let key = format!("{path}-too-many");
+        once_replayed_and_other_refused(
+            &format!("{url}{path}"),
+            &key,
+            &[JSON],
+            too_many,
+            order,
+            &app,
+        )
+        .await;
+    }
 }
 
 #[tokio::test]

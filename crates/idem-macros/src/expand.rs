@@ -283,7 +283,26 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
         item: inner,
         call: call_inner,
         claim_param,
+        beside,
     } = inner(&sig, &block, claim.as_ref(), &args, p);
+    // Async for the handler's sake: an inner body without `.await` is not
+    // the user's mistake.
+    let inner = quote! {
+        #(#inner_attrs)*
+        #[allow(clippy::too_many_arguments, clippy::unused_async)]
+        #inner
+    };
+    let (inner_beside, inner_inside) = if beside {
+        (
+            Some(quote! {
+                #[doc(hidden)]
+                #inner
+            }),
+            None,
+        )
+    } else {
+        (None, Some(inner))
+    };
 
     // A return type that is not a response is reported there, once.
     let ret_span = match &sig.output {
@@ -293,15 +312,13 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
     let respond =
         quote_spanned!(ret_span=> #p::HandlerResponse::into_handler_response(__idem_out.await));
     quote! {
+        #inner_beside
+
         #(#outer_attrs)*
         #vis #outer {
             #import_tags
 
-            #(#inner_attrs)*
-            // Async for the handler's sake: an inner body without `.await`
-            // is not the user's mistake.
-            #[allow(clippy::too_many_arguments, clippy::unused_async)]
-            #inner
+            #inner_inside
 
             let __idem_ctx = __idem_ctx.operation(#name);
             #(#extracts)*
@@ -339,6 +356,9 @@ struct Inner {
     call: TokenStream,
     /// The operation's parameter: the claim, or `_`.
     claim_param: TokenStream,
+    /// Whether the item goes beside the handler (an associated function
+    /// named `__idem_inner_<handler>`) rather than inside it.
+    beside: bool,
 }
 
 /// The user's function, unchanged but for its name; with `claim = ...` its
@@ -352,7 +372,19 @@ fn inner(
     p: &TokenStream,
 ) -> Inner {
     let mut inner = sig.clone();
-    inner.ident = format_ident!("__idem_inner");
+    // A function that names `Self` is an associated function (a handler in
+    // an `impl` block): its body is kept beside the handler, as an
+    // associated function of the same type, since a function nested in the
+    // handler could not name `Self`. Any other stays nested in the handler,
+    // out of the caller's namespace.
+    let beside = mentions_self(quote!(#sig #block));
+    let (ident, path) = if beside {
+        let ident = format_ident!("__idem_inner_{}", sig.ident);
+        (ident.clone(), quote!(Self::#ident))
+    } else {
+        (format_ident!("__idem_inner"), quote!(__idem_inner))
+    };
+    inner.ident = ident;
     let block = if let Some(claim) = claim {
         quote!({
             let #claim: #p::Claim = #p::take_claim();
@@ -366,24 +398,35 @@ fn inner(
             #[allow(unused_unsafe)]
             // SAFETY: the caller of the handler upholds what the user's
             // `unsafe fn` asks, as it would without the attribute.
-            unsafe { __idem_inner(#(#args),*) }
+            unsafe { #path(#(#args),*) }
         }
     } else {
-        quote!(__idem_inner(#(#args),*))
+        quote!(#path(#(#args),*))
     };
     if claim.is_some() {
         Inner {
             item: quote!(#inner #block),
             call: quote!(let __idem_out = #p::with_claim(__idem_claim, #call);),
             claim_param: quote!(__idem_claim),
+            beside,
         }
     } else {
         Inner {
             item: quote!(#inner #block),
             call: quote!(let __idem_out = #call;),
             claim_param: quote!(_),
+            beside,
         }
     }
+}
+
+/// Whether `tokens` name `Self` anywhere.
+fn mentions_self(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(id) => id == "Self",
+        proc_macro2::TokenTree::Group(g) => mentions_self(g.stream()),
+        _ => false,
+    })
 }
 
 /// Any other async function: `Result<T, E>` becomes `Result<Ran<T>, Error<E>>`.
