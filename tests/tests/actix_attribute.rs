@@ -275,6 +275,44 @@ async fn an_app_without_an_engine_is_told_so_and_runs_nothing() {
     assert_eq!(runs.0.load(Ordering::SeqCst), 0);
 }
 
+/// An application's own state, kept in `web::Data`, holding its engine.
+struct AppState {
+    engine: Engine,
+    runs: Runs,
+}
+
+impl AsRef<Engine> for AppState {
+    fn as_ref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+#[idempotent]
+async fn pay(state: Data<AppState>, Json(req): Json<Debit>) -> HttpResponse {
+    let n = state.runs.0.fetch_add(1, Ordering::SeqCst) + 1;
+    HttpResponse::Created().body(format!("paid {} run {n}", req.amount))
+}
+
+#[tokio::test]
+async fn an_app_that_keeps_its_engine_in_its_own_state_runs_each_payment_once() {
+    let runs = Runs::default();
+    let state = Data::new(AppState {
+        engine: Engine::new(MemoryStore::new()),
+        runs: runs.clone(),
+    });
+    let url = serve_actix(move || {
+        App::new()
+            .app_data(state.clone())
+            .route("/pay", web::post().to(pay))
+    });
+    let first = snapshot(post(&format!("{url}/pay"), Some("p1"), r#"{"amount":7}"#).await).await;
+    assert_eq!((first.0, &first.2[..]), (201, &b"paid 7 run 1"[..]));
+    let retry = post(&format!("{url}/pay"), Some("p1"), r#"{"amount":7}"#).await;
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(snapshot(retry).await, first);
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+}
+
 /// Effects kept in this process, committed with the record.
 #[derive(Clone, Default)]
 struct Landed(Arc<AtomicUsize>);

@@ -64,7 +64,9 @@ fn refused(problem: &Problem) -> actix_web::Error {
 /// are then extracted.
 #[derive(Debug)]
 pub struct HandlerContext {
-    engine: Engine,
+    /// From the app data, if it holds one as `Engine` or `Data<Engine>`;
+    /// else from a parameter (see [`EngineProbe`]).
+    engine: Option<Engine>,
     request: HandlerRequest,
 }
 
@@ -120,6 +122,42 @@ impl IntoResponse for Problem {
     }
 }
 
+const NO_ENGINE: &str = "no idem_core::Engine for this #[idempotent] handler: put it in the app \
+     data (`App::new().app_data(engine.clone())`, or `web::Data<Engine>`), or keep it in the \
+     state the handler takes as `web::Data<S>` and implement `AsRef<idem_core::Engine>` for `S`";
+
+/// One of the handler's parameters, asked whether it holds the engine: a
+/// `web::Data<S>` whose `S` is `AsRef<Engine>` (the application's own
+/// state, holding its engine) does. The generated code asks each parameter
+/// with `(&&EngineProbe(&param)).engine()`; the answer is decided by the
+/// parameter's type, at compile time.
+#[derive(Debug)]
+pub struct EngineProbe<'a, T>(pub &'a T);
+
+/// A `web::Data<S>` parameter with `S: AsRef<Engine>` holds the engine.
+pub trait EngineInData {
+    /// The engine.
+    fn engine(&self) -> Option<Engine>;
+}
+
+impl<S: AsRef<Engine> + ?Sized + 'static> EngineInData for &EngineProbe<'_, Data<S>> {
+    fn engine(&self) -> Option<Engine> {
+        Some(self.0.get_ref().as_ref().clone())
+    }
+}
+
+/// Any other parameter holds no engine.
+pub trait NoEngine {
+    /// None.
+    fn engine(&self) -> Option<Engine>;
+}
+
+impl<T> NoEngine for EngineProbe<'_, T> {
+    fn engine(&self) -> Option<Engine> {
+        None
+    }
+}
+
 fn engine_of(req: &HttpRequest) -> Option<Engine> {
     req.app_data::<Engine>()
         .cloned()
@@ -134,13 +172,7 @@ impl FromRequest for HandlerContext {
         let req = req.clone();
         let payload = payload.take();
         Box::pin(async move {
-            let Some(engine) = engine_of(&req) else {
-                tracing::error!(target: "idem", path = req.path(), "an #[idempotent] handler found no idem_core::Engine in the app data");
-                return Err(ErrorInternalServerError(
-                    "no idem_core::Engine in the app data: an #[idempotent] handler needs \
-                     `App::new().app_data(engine.clone())` (or `web::Data<Engine>`)",
-                ));
-            };
+            let engine = engine_of(&req);
             let settings = Settings::default();
             let body = read_body(&req, payload, settings.max_request_body)
                 .await
@@ -171,6 +203,16 @@ impl HandlerContext {
         &self.request
     }
 
+    /// The engine, unless the app data held one: the first a parameter
+    /// holds (see [`EngineProbe`]).
+    #[must_use]
+    pub fn engine_from(mut self, held: impl IntoIterator<Item = Option<Engine>>) -> Self {
+        if self.engine.is_none() {
+            self.engine = held.into_iter().flatten().next();
+        }
+        self
+    }
+
     /// One of the user's extractors, from the request and its body.
     pub async fn extract<T: FromRequest>(&self) -> Result<T, HttpResponse> {
         let mut payload = Payload::from(self.request.body.clone());
@@ -193,8 +235,12 @@ impl HandlerContext {
             settings,
             ..
         } = self.request;
+        let Some(engine) = self.engine else {
+            tracing::error!(target: "idem", path = req.path(), "an #[idempotent] handler found no idem_core::Engine");
+            return ErrorInternalServerError(NO_ENGINE).error_response();
+        };
         let call = call.with_operation(operation);
-        let answer = respond(self.engine, call, settings, move |claim| async move {
+        let answer = respond(engine, call, settings, move |claim| async move {
             let responded = op(claim).await;
             Ok((responded.0)(&req))
         })

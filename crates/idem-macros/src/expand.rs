@@ -272,6 +272,17 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
     } else {
         quote!(__idem_header_key.into_key())
     };
+    // actix-web: an engine the app data does not hold may be in a
+    // parameter's `web::Data<S>`, `S: AsRef<Engine>`.
+    let engine_probe = (axum.origin == Origin::Actix).then(|| {
+        quote! {
+            let __idem_ctx = {
+                #[allow(unused_imports)]
+                use #p::{EngineInData as _, NoEngine as _};
+                __idem_ctx.engine_from([#((&&#p::EngineProbe(&#args)).engine()),*])
+            };
+        }
+    });
     // Bindings are only needed by `key = ...` and `scope = ...`.
     let bindings = if axum.key.is_some() || *scoped {
         bindings
@@ -322,6 +333,7 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
 
             let __idem_ctx = __idem_ctx.operation(#name);
             #(#extracts)*
+            #engine_probe
             #[allow(unused_mut)]
             let mut __idem_fp = __idem_ctx.request().builder();
             #(#adds)*
