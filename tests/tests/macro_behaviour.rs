@@ -159,6 +159,45 @@ async fn method_with_a_skipped_parameter_replays_across_attempts() {
     assert_eq!(consumer.runs.load(Ordering::SeqCst), 1);
 }
 
+mod workflow {
+    //! A function whose argument's type is named `State` (not axum's).
+    use super::{
+        idempotent, AtomicUsize, Deserialize, Engine, Error, MemoryStore, Ordering, Ran, Serialize,
+        ShipError,
+    };
+
+    /// A workflow's own state, which its steps take as an argument.
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    enum State {
+        Pending,
+        Approved,
+    }
+
+    static STEP_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+    #[idempotent(engine = engine, key = id)]
+    async fn advance(engine: &Engine, id: &str, from: State) -> Result<State, ShipError> {
+        STEP_RUNS.fetch_add(1, Ordering::SeqCst);
+        Ok(match from {
+            State::Pending => State::Approved,
+            State::Approved => State::Approved,
+        })
+    }
+
+    #[tokio::test]
+    async fn an_argument_whose_type_is_named_state_is_part_of_the_request() {
+        let engine = Engine::new(MemoryStore::new());
+        let first = advance(&engine, "wf-1", State::Pending).await;
+        assert_eq!(first.expect("first"), Ran::Executed(State::Approved));
+        let again = advance(&engine, "wf-1", State::Pending).await;
+        assert_eq!(again.expect("retry"), Ran::Replayed(State::Approved));
+        // Another value under the same key is another request, not a replay.
+        let other = advance(&engine, "wf-1", State::Approved).await;
+        assert!(matches!(other, Err(Error::Mismatch)), "{other:?}");
+        assert_eq!(STEP_RUNS.load(Ordering::SeqCst), 1);
+    }
+}
+
 #[derive(Clone, FromRef)]
 struct App {
     engine: Engine,

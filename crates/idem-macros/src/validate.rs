@@ -332,8 +332,12 @@ fn check_crate(krate: Option<&LitStr>, origin: Origin) -> syn::Result<syn::Path>
     }
 }
 
-/// The bindings that go into the fingerprint: all but `State`, `skip`ped
-/// ones, and the parameter that `engine = <name>` names.
+/// The bindings that go into the fingerprint: all but `skip`ped ones and
+/// the parameter that `engine = <name>` names, and on an axum handler (no
+/// `engine = ...`) all but the router state. A parameter of the function
+/// form whose type is named `State` is an argument like any other (a
+/// workflow's state, say): fingerprinted, or refused where written if it
+/// cannot be, with a note naming `skip`.
 fn fingerprinted(params: &[Param], skipped: &[Ident], engine: Option<&Expr>) -> Vec<Input> {
     let engine_param = engine.and_then(|e| match e {
         Expr::Path(p) => p.path.get_ident().cloned(),
@@ -341,7 +345,7 @@ fn fingerprinted(params: &[Param], skipped: &[Ident], engine: Option<&Expr>) -> 
     });
     params
         .iter()
-        .filter(|p| !p.is_state)
+        .filter(|p| engine.is_some() || !p.is_state)
         .flat_map(|p| p.bindings.iter())
         .filter(|b| !skipped.iter().any(|s| s == *b))
         .filter(|b| engine_param.as_ref() != Some(*b))
