@@ -110,6 +110,21 @@ impl Parse for Args {
                 let content;
                 syn::parenthesized!(content in input);
                 let names = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
+                if let Some(first) = &args.skip {
+                    let all: Vec<String> = first
+                        .value
+                        .iter()
+                        .chain(&names)
+                        .map(ToString::to_string)
+                        .collect();
+                    return Err(syn::Error::new(
+                        k,
+                        format!(
+                            "`skip` is given twice; list every name in one: `skip({})`",
+                            all.join(", ")
+                        ),
+                    ));
+                }
                 set_once(&mut args.skip, k, "skip", names.into_iter().collect())?;
             } else if lookahead.peek(kw::on_conflict) {
                 let k = input.parse::<kw::on_conflict>()?.span;

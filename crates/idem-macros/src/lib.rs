@@ -10,6 +10,7 @@
 
 mod attr;
 mod expand;
+mod framework;
 mod params;
 mod plan;
 mod validate;
@@ -135,6 +136,16 @@ pub fn idempotent_fn(args: TokenStream, item: TokenStream) -> TokenStream {
 fn attribute(origin: plan::Origin, args: TokenStream, item: TokenStream) -> TokenStream {
     let original: proc_macro2::TokenStream = item.clone().into();
     let Ok(function) = syn::parse::<syn::ItemFn>(item) else {
+        if let Ok(closure) = syn::parse2::<syn::ExprClosure>(original.clone()) {
+            // In expression position: one error, and the closure kept as
+            // the block's value, so that nothing else is reported.
+            let error = syn::Error::new_spanned(
+                &closure.or1_token,
+                "`#[idempotent]` goes on an `async fn`, not on a closure: write the closure's body as a named `async fn` with the attribute, and pass the function's name instead",
+            )
+            .to_compile_error();
+            return quote::quote!({ #error; #closure }).into();
+        }
         let error = match syn::parse2::<syn::TraitItemFn>(original.clone()) {
             Ok(declared) if declared.default.is_none() => syn::Error::new_spanned(
                 &declared.sig,

@@ -8,6 +8,7 @@ use syn::spanned::Spanned as _;
 use syn::{Expr, GenericArgument, Ident, ItemFn, LitStr, PathArguments, ReturnType, Type};
 
 use crate::attr::Args;
+use crate::framework::{written_for, Framework};
 use crate::params::{binding_list, find, last_segment_is, params, Param};
 use crate::plan::{HandlerMode, Input, Mode, OnConflict, Origin, PlainMode, Plan};
 
@@ -65,10 +66,15 @@ fn on_conflict(lit: &LitStr) -> syn::Result<OnConflict> {
                     "`wait(...)` must wait longer than zero, such as `on_conflict = \"wait(5s)\"`; for no wait write `on_conflict = \"reject\"`",
                 ))
             }
-            Err(_) => Err(syn::Error::new(
-                lit.span(),
-                format!("`wait({inner})` needs a duration inside, such as `on_conflict = \"wait(5s)\"`"),
-            )),
+            Err(_) => {
+                let why = humantime::parse_duration(inner.trim())
+                    .err()
+                    .map_or_else(String::new, |e| format!(" ({e})"));
+                Err(syn::Error::new(
+                    lit.span(),
+                    format!("`wait({inner})` needs a duration inside{why}, such as `on_conflict = \"wait(5s)\"`"),
+                ))
+            }
         };
     }
     Err(syn::Error::new(
@@ -355,10 +361,59 @@ fn fingerprinted(params: &[Param], skipped: &[Ident], engine: Option<&Expr>) -> 
         .collect()
 }
 
+/// Rule, for the handler form (no `engine = ...`): the attribute is the one
+/// of the framework the handler is written for, and `crate = ...` names
+/// that framework's adapter. One error, alone: every other would follow
+/// from this one.
+fn check_framework(origin: Origin, args: &Args, sig: &syn::Signature) -> syn::Result<()> {
+    let own = match origin {
+        Origin::Axum => Some(Framework::Axum),
+        Origin::Actix => Some(Framework::Actix),
+        Origin::Core => None,
+    };
+    if let Some((written, name, span)) = written_for(sig) {
+        if Some(written) != own {
+            let this = match origin {
+                Origin::Core => "`idem_core::idempotent` makes functions that are not handlers (with `engine = ...` and `key = ...`)",
+                Origin::Axum => "`idem_axum::idempotent` makes axum handlers",
+                Origin::Actix => "`idem_actix::idempotent` makes actix-web handlers",
+            };
+            return Err(syn::Error::new(
+                span,
+                format!(
+                    "this is an {} handler (it names `{name}`), and {this}: use `{}`",
+                    written.name(),
+                    written.attribute()
+                ),
+            ));
+        }
+    }
+    if let (Some(own), Some(krate)) = (own, &args.krate) {
+        let path = krate.value.value();
+        let last = path.rsplit("::").next().unwrap_or("").trim();
+        if ["idem_core", "idem_axum", "idem_actix"].contains(&last) && last != own.adapter() {
+            return Err(syn::Error::new(
+                krate.value.span(),
+                format!(
+                    "`crate = \"{path}\"` names a crate without the {} handler form, which `{}` generates its code against: write `crate = \"::{}\"`, or the path where you re-export `{}`",
+                    own.name(),
+                    own.attribute(),
+                    own.adapter(),
+                    own.adapter()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks every rule and builds the plan; all errors found are returned together.
 pub(crate) fn validate(origin: Origin, args: &Args, item: &ItemFn) -> syn::Result<Plan> {
-    let mut errors = Errors::default();
     let sig = &item.sig;
+    if args.engine.is_none() {
+        check_framework(origin, args, sig)?;
+    }
+    let mut errors = Errors::default();
     errors.keep(check_once(item));
     errors.keep(check_async(sig));
     let (params, not_extractor) = params(sig);
@@ -403,7 +458,7 @@ pub(crate) fn validate(origin: Origin, args: &Args, item: &ItemFn) -> syn::Resul
     let mode = if origin == Origin::Core && args.engine.is_none() {
         errors.push(syn::Error::new(
             sig.ident.span(),
-            format!("`idem_core::idempotent` makes a function that is not an axum handler (a queue consumer, a method), which needs the engine{}: add `engine = <expression>`, such as `#[idempotent(engine = self.engine, key = msg.id)]`. For an axum handler, use `idem_axum::idempotent`", if args.key.is_none() { " and the key" } else { "" }),
+            format!("`idem_core::idempotent` makes a function that is not an axum handler (a queue consumer, a method), which needs the engine{}: add `engine = <expression>`, such as `#[idempotent(engine = self.engine, key = msg.id)]`. For a handler, use `idem_axum::idempotent` (axum) or `idem_actix::idempotent` (actix-web)", if args.key.is_none() { " and the key" } else { "" }),
         ));
         None
     } else if args.engine.is_some() {
