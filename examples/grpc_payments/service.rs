@@ -197,7 +197,10 @@ impl ledger_server::Ledger for Payments {
     }
 }
 
-/// Serves the service on `listener` until the process ends.
+/// Serves the service on `listener` until the process ends. Requests may
+/// come gzip-compressed (`grpc-encoding: gzip`); answers are sent
+/// uncompressed: a recorded answer is replayed to every retry, and a retry
+/// may come from a client that does not accept gzip.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     engine: Engine,
@@ -205,7 +208,10 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     tonic::transport::Server::builder()
         .layer(idempotency(engine))
-        .add_service(ledger_server::LedgerServer::new(payments))
+        .add_service(
+            ledger_server::LedgerServer::new(payments)
+                .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
+        )
         .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
         .await
 }

@@ -132,6 +132,39 @@ async fn retry_until_final(
 }
 
 #[tokio::test]
+async fn a_client_that_compresses_with_gzip_is_debited_once_and_its_uncompressed_retry_replayed() {
+    let plain = on_memory(Duration::ZERO).await;
+    let mut gzip = plain
+        .clone()
+        .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+        .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+    let mut plain = plain;
+    let first = gzip
+        .debit(debit("gil", 100, Some("gz-1")))
+        .await
+        .expect("a gzip-compressed debit runs");
+    assert!(!replayed(&first));
+    let retry = gzip
+        .debit(debit("gil", 100, Some("gz-1")))
+        .await
+        .expect("its compressed retry");
+    assert!(replayed(&retry));
+    assert_eq!(retry.get_ref(), first.get_ref());
+    // A retry sent without compression (grpcio's fallback) is the same
+    // request, and the recorded answer, sent uncompressed, reads the same.
+    let fallback = plain
+        .debit(debit("gil", 100, Some("gz-1")))
+        .await
+        .expect("its uncompressed retry");
+    assert!(replayed(&fallback));
+    assert_eq!(fallback.get_ref(), first.get_ref());
+    // Another amount under the key is another request, compressed or not.
+    let other = gzip.debit(debit("gil", 200, Some("gz-1"))).await;
+    assert!(other.is_err(), "{other:?}");
+    assert_eq!(balance(&mut plain, "gil").await, 9900);
+}
+
+#[tokio::test]
 async fn a_retry_after_a_lost_answer_gets_the_same_receipt_and_one_debit() {
     let mut client = on_memory(Duration::ZERO).await;
     let first = client

@@ -123,7 +123,8 @@ impl IdempotencyLayer {
     /// How to find a call's scope (the principal, tenant or account whose
     /// keys these are) from its request head (metadata included) and its
     /// request message as encoded (decode it with the method's message type,
-    /// `prost::Message::decode`). On `Err(status)` the client gets that
+    /// `prost::Message::decode`; a `gzip` or `deflate` message comes
+    /// decompressed). On `Err(status)` the client gets that
     /// status before anything runs.
     ///
     /// ```

@@ -14,9 +14,11 @@
 //!   same bytes. What differs is a different request: unknown fields (from
 //!   a newer schema) count, and a client that writes fields out of order or
 //!   writes default values explicitly, both legal in protobuf, gets
-//!   `FAILED_PRECONDITION` if it changes encoder between retries. A
-//!   compressed message is compared as compressed, with its
-//!   `grpc-encoding`.
+//!   `FAILED_PRECONDITION` if it changes encoder between retries. A message
+//!   compressed with `gzip` or `deflate` is compared decompressed (bounded
+//!   by the request limit), so a retry sent with another compression or
+//!   none is the same request; in any other encoding it is compared as
+//!   sent, with its `grpc-encoding`.
 //! - **The recorded outcome** is the response's metadata, its message frame
 //!   and its trailers (the final status and trailing metadata), replayed
 //!   byte for byte with `idempotent-replayed: true` metadata; or a
@@ -77,6 +79,7 @@
 mod answer;
 mod commit_with_record;
 mod deadline;
+mod decompress;
 mod frames;
 mod layer;
 mod record;

@@ -1,6 +1,7 @@
 //! The service that `IdempotencyLayer` wraps around a tonic server's
 //! routes, and what it does with each call.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -23,6 +24,7 @@ use tower_service::Service;
 use crate::answer;
 use crate::commit_with_record::RunSlot;
 use crate::deadline::{grpc_timeout, AHEAD};
+use crate::decompress::{readable, Unreadable};
 use crate::frames::single_message;
 use crate::layer::Config;
 use crate::record::{self, Buffered};
@@ -126,20 +128,41 @@ where
             )))
         }
     };
-    let scope = match (config.scope)(&parts, message.bytes) {
+    let encoding = parts
+        .headers
+        .get("grpc-encoding")
+        .map(HeaderValue::as_bytes);
+    let (readable, still_compressed) = if message.compressed {
+        match readable(encoding, message.bytes, config.max_request) {
+            Ok(read) => read,
+            Err(Unreadable::TooLarge) => {
+                return Ok(answer::response(&Problem::too_large(config.max_request)))
+            }
+            Err(Unreadable::Corrupt(what)) => {
+                return Ok(answer::response(&Problem::new(
+                    ProblemKind::BadRequest,
+                    what,
+                )))
+            }
+        }
+    } else {
+        (Cow::Borrowed(message.bytes), false)
+    };
+    let scope = match (config.scope)(&parts, &readable) {
         Ok(scope) => scope,
         Err(status) => return Ok(status.into_http()),
     };
     // The method and the message as encoded: protobuf encoders write a
     // message's fields in field-number order, so a retry of the same
-    // message is the same bytes.
+    // message is the same bytes. A message compressed in an encoding idem
+    // reads is compared decompressed; in another, as sent, with its
+    // encoding.
     let mut fp = Fingerprint::builder("grpc");
     fp.bytes("method", parts.uri.path().as_bytes());
-    if message.compressed {
-        let encoding = parts.headers.get("grpc-encoding");
-        fp.bytes("encoding", encoding.map_or(&b""[..], HeaderValue::as_bytes));
+    if still_compressed {
+        fp.bytes("encoding", encoding.unwrap_or(b""));
     }
-    fp.bytes("message", message.bytes);
+    fp.bytes("message", &readable);
     let operation = parts.uri.path().to_owned();
     let call = Call::new(scope, key, fp.finish()).with_operation(operation);
 
