@@ -171,85 +171,71 @@ async fn admin_raw(
     )
 }
 
+/// An operator's mistakes: method, query, and the status, problem type and
+/// words of the detail each gets.
+const MISTAKES: &[(&str, &str, u16, &str, &str)] = &[
+    ("GET", "scope=cat", 400, "bad-request", "`key` is missing"),
+    (
+        "DELETE",
+        "scope=cat",
+        400,
+        "bad-request",
+        "`key` is missing",
+    ),
+    (
+        "GET",
+        "scope=cat&key=pay-3&key=pay-4",
+        400,
+        "bad-request",
+        "`key` is given more than once",
+    ),
+    (
+        "DELETE",
+        "scope=cat&scope=dan&key=pay-3",
+        400,
+        "bad-request",
+        "`scope` is given more than once",
+    ),
+    (
+        "GET",
+        "scope=cat&key=pay-3&outcome=yes",
+        400,
+        "bad-request",
+        "`outcome` is `yes`",
+    ),
+    (
+        "DELETE",
+        "scope=cat&key=pay-3&force=please",
+        400,
+        "bad-request",
+        "`force` is `please`",
+    ),
+    (
+        "DELETE",
+        "scope=cat&key=pay-3&forse=true",
+        400,
+        "bad-request",
+        "unknown query parameter `forse`",
+    ),
+    (
+        "GET",
+        "scope=cat&key=",
+        400,
+        "key-malformed",
+        "the query parameter `key`",
+    ),
+    ("POST", "scope=cat&key=pay-3", 405, "method-not-allowed", ""),
+    ("PUT", "scope=cat&key=pay-3", 405, "method-not-allowed", ""),
+];
+
 #[tokio::test]
 async fn an_operator_s_mistyped_request_is_answered_with_a_problem_that_says_what_is_wrong() {
     let (url, ops) = start(Duration::ZERO).await;
     let (status, _) = debit(&url, "cat", "pay-3").await;
     assert_eq!(status, StatusCode::CREATED);
 
-    let cases: &[(reqwest::Method, &str, u16, &str, &str)] = &[
-        (
-            reqwest::Method::GET,
-            "scope=cat",
-            400,
-            "bad-request",
-            "`key` is missing",
-        ),
-        (
-            reqwest::Method::DELETE,
-            "scope=cat",
-            400,
-            "bad-request",
-            "`key` is missing",
-        ),
-        (
-            reqwest::Method::GET,
-            "scope=cat&key=pay-3&key=pay-4",
-            400,
-            "bad-request",
-            "`key` is given more than once",
-        ),
-        (
-            reqwest::Method::DELETE,
-            "scope=cat&scope=dan&key=pay-3",
-            400,
-            "bad-request",
-            "`scope` is given more than once",
-        ),
-        (
-            reqwest::Method::GET,
-            "scope=cat&key=pay-3&outcome=yes",
-            400,
-            "bad-request",
-            "`outcome` is `yes`",
-        ),
-        (
-            reqwest::Method::DELETE,
-            "scope=cat&key=pay-3&force=please",
-            400,
-            "bad-request",
-            "`force` is `please`",
-        ),
-        (
-            reqwest::Method::DELETE,
-            "scope=cat&key=pay-3&forse=true",
-            400,
-            "bad-request",
-            "unknown query parameter `forse`",
-        ),
-        (
-            reqwest::Method::GET,
-            "scope=cat&key=",
-            400,
-            "key-malformed",
-            "the query parameter `key`",
-        ),
-        (
-            reqwest::Method::POST,
-            "scope=cat&key=pay-3",
-            405,
-            "method-not-allowed",
-            "",
-        ),
-        (
-            reqwest::Method::PUT,
-            "scope=cat&key=pay-3",
-            405,
-            "method-not-allowed",
-            "",
-        ),
-    ];
-    for (method, query, status, kind, detail) in cases {
+    for (method, query, status, kind, detail) in MISTAKES {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let (got, content_type, allow, problem) = admin_raw(method.clone(), &ops, query).await;
         let what = format!("{method} ?{query}: {got} {content_type} {problem}");
         assert_eq!(got.as_u16(), *status, "{what}");

@@ -70,8 +70,8 @@ impl Target {
         Ok(Target {
             scope: Scope::new(scope.unwrap_or_default()),
             key,
-            outcome: flag("outcome", outcome)?,
-            force: flag("force", force)?,
+            outcome: flag("outcome", outcome.as_deref())?,
+            force: flag("force", force.as_deref())?,
         })
     }
 
@@ -81,8 +81,8 @@ impl Target {
 }
 
 /// A boolean query parameter: `true`/`1` or `false`/`0`; absent is false.
-fn flag(name: &str, value: Option<String>) -> Result<bool, Problem> {
-    match value.as_deref() {
+fn flag(name: &str, value: Option<&str>) -> Result<bool, Problem> {
+    match value {
         None | Some("false" | "0") => Ok(false),
         Some("true" | "1") => Ok(true),
         Some(other) => Err(bad_request(format!(

@@ -141,7 +141,8 @@ struct Handler {
     signature: syn::Signature,
     /// actix-web: each of the user's extractors extracted from the context,
     /// which holds the whole request (actix-web's extractors take the body
-    /// when they are made, so the context could not read it first).
+    /// when they are made, so the context could not read it first), then
+    /// the engine looked for among them if the app data held none.
     extracts: Vec<TokenStream>,
     /// The renamed extractors, in order.
     args: Vec<Ident>,
@@ -216,6 +217,17 @@ fn handler(sig: &syn::Signature, axum: &HandlerMode, runtime: &TokenStream) -> H
         });
         args.push(arg);
     }
+    if axum.origin == Origin::Actix {
+        // An engine the app data does not hold may be in a parameter's
+        // `web::Data<S>`, `S: AsRef<Engine>`.
+        extracts.push(quote! {
+            let __idem_ctx = {
+                #[allow(unused_imports)]
+                use #p::{EngineInData as _, NoEngine as _};
+                __idem_ctx.engine_from([#((&&#p::EngineProbe(&#args)).engine()),*])
+            };
+        });
+    }
     Handler {
         signature: outer,
         extracts,
@@ -252,7 +264,6 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
     let inner_attrs = attrs
         .iter()
         .filter(|a| is_instrument(a) || is_debug_handler(a) || is_lint(a));
-
     // In the handler, bindings are references: the scope is their value.
     let scope = match &axum.scope {
         Some(id) => quote_spanned!(id.span()=> #p::ScopeValue::scope_value(#id)),
@@ -272,24 +283,12 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
     } else {
         quote!(__idem_header_key.into_key())
     };
-    // actix-web: an engine the app data does not hold may be in a
-    // parameter's `web::Data<S>`, `S: AsRef<Engine>`.
-    let engine_probe = (axum.origin == Origin::Actix).then(|| {
-        quote! {
-            let __idem_ctx = {
-                #[allow(unused_imports)]
-                use #p::{EngineInData as _, NoEngine as _};
-                __idem_ctx.engine_from([#((&&#p::EngineProbe(&#args)).engine()),*])
-            };
-        }
-    });
     // Bindings are only needed by `key = ...` and `scope = ...`.
     let bindings = if axum.key.is_some() || *scoped {
         bindings
     } else {
         Vec::new()
     };
-
     let Inner {
         item: inner,
         call: call_inner,
@@ -304,13 +303,7 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
         #inner
     };
     let (inner_beside, inner_inside) = if beside {
-        (
-            Some(quote! {
-                #[doc(hidden)]
-                #inner
-            }),
-            None,
-        )
+        (Some(quote!(#[doc(hidden)] #inner)), None)
     } else {
         (None, Some(inner))
     };
@@ -333,7 +326,6 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
 
             let __idem_ctx = __idem_ctx.operation(#name);
             #(#extracts)*
-            #engine_probe
             #[allow(unused_mut)]
             let mut __idem_fp = __idem_ctx.request().builder();
             #(#adds)*

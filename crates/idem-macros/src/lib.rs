@@ -140,7 +140,7 @@ fn attribute(origin: plan::Origin, args: TokenStream, item: TokenStream) -> Toke
             // In expression position: one error, and the closure kept as
             // the block's value, so that nothing else is reported.
             let error = syn::Error::new_spanned(
-                &closure.or1_token,
+                closure.or1_token,
                 "`#[idempotent]` goes on an `async fn`, not on a closure: write the closure's body as a named `async fn` with the attribute, and pass the function's name instead",
             )
             .to_compile_error();
