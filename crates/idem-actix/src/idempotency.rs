@@ -11,19 +11,8 @@ use actix_web::http::{Method, StatusCode};
 use idem_core::{Engine, Scope};
 use idem_http::{RecordPolicy, Settings};
 
+use crate::config::Config;
 use crate::middleware::IdempotencyMiddleware;
-
-/// How a request's scope is read from it.
-pub(crate) type ScopeFn = dyn Fn(&ServiceRequest) -> Result<Scope, StatusCode> + Send + Sync;
-
-/// What the middleware is configured with.
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) methods: Vec<Method>,
-    pub(crate) key_required: bool,
-    pub(crate) scope: Arc<ScopeFn>,
-    pub(crate) settings: Settings,
-}
 
 /// Middleware that makes the routes it wraps idempotent, with the same rules
 /// and answers as `idem_axum::IdempotencyLayer`.

@@ -21,6 +21,7 @@
 //! | the client hangs up (RST) before its claim was answered | the handler does not start; the claim is released, the retry runs it |
 
 mod commit_response;
+mod config;
 mod handler;
 mod idempotency;
 mod middleware;

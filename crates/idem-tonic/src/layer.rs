@@ -9,24 +9,9 @@ use idem_core::{Engine, Scope};
 use tonic::Status;
 use tower_layer::Layer;
 
+use crate::config::Config;
 use crate::record_codes::RecordCodes;
 use crate::service::IdempotencyService;
-
-/// How a call's scope is read from its request head and message.
-pub(crate) type ScopeFn = dyn Fn(&Parts, &[u8]) -> Result<Scope, Status> + Send + Sync;
-
-/// What the layer is configured with.
-#[derive(Clone)]
-pub(crate) struct Config {
-    /// Full method paths, `/package.Service/Method`.
-    pub(crate) methods: Vec<String>,
-    pub(crate) key: HeaderName,
-    pub(crate) key_required: bool,
-    pub(crate) scope: Arc<ScopeFn>,
-    pub(crate) max_request: usize,
-    pub(crate) max_response: usize,
-    pub(crate) record: RecordCodes,
-}
 
 /// A tower [`Layer`] for tonic servers that runs each covered unary method
 /// at most once per idempotency key, recording its outcome (the response

@@ -78,6 +78,7 @@
 
 mod answer;
 mod commit_with_record;
+mod config;
 mod deadline;
 mod decompress;
 mod frames;

@@ -23,10 +23,10 @@ use tower_service::Service;
 
 use crate::answer;
 use crate::commit_with_record::RunSlot;
+use crate::config::Config;
 use crate::deadline::{grpc_timeout, AHEAD};
 use crate::decompress::{readable, Unreadable};
 use crate::frames::single_message;
-use crate::layer::Config;
 use crate::record::{self, Buffered};
 
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
