@@ -37,7 +37,10 @@ pub async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
 }
 
 /// Records and balances in PostgreSQL at `url` (schema `PG_SCHEMA`,
-/// default `payments`), migrated.
+/// default `payments`), migrated. With `DATABASE_POOLER=transaction`, `url`
+/// goes through a transaction pooler (PgBouncer): statements are unnamed,
+/// and the woken wait listens on `DATABASE_LISTEN_URL` (a direct URL) or
+/// waiters poll.
 pub async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
     let schema = std::env::var("PG_SCHEMA").unwrap_or_else(|_| "payments".into());
     let pool = sqlx::postgres::PgPoolOptions::new()
@@ -46,9 +49,24 @@ pub async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
         .connect(url)
         .await
         .map_err(|e| format!("DATABASE_URL: cannot connect: {e}"))?;
-    let store = PgStore::new(pool)
+    let mut store = PgStore::new(pool)
         .with_schema(&schema)
         .map_err(|e| format!("PG_SCHEMA: {e}"))?;
+    match std::env::var("DATABASE_POOLER").as_deref() {
+        Err(_) | Ok("" | "none") => {}
+        Ok("transaction") => store = store.behind_transaction_pooler(),
+        Ok(other) => {
+            return Err(format!(
+                "DATABASE_POOLER is `{other}`: set `transaction` for a pooler in transaction mode, or leave it unset"
+            ))
+        }
+    }
+    if let Ok(listen) = std::env::var("DATABASE_LISTEN_URL") {
+        let options = listen
+            .parse::<sqlx::postgres::PgConnectOptions>()
+            .map_err(|e| format!("DATABASE_LISTEN_URL: {e}"))?;
+        store = store.listen_with(options);
+    }
     store
         .migrate()
         .await

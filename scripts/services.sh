@@ -96,7 +96,44 @@ ensure_redis_cluster() {
     return 1
 }
 
+# PgBouncer in transaction pooling mode on 127.0.0.1:6432, in front of the
+# PostgreSQL above (databases `test` and `postgres`), for the tests of the
+# store behind a pooler. Its files live under /tmp/idem-pgbouncer; it runs
+# as `postgres` (it refuses to run as root). The tests that restart a
+# PgBouncer start one of their own; they only need the binary.
+PGBOUNCER_DIR=/tmp/idem-pgbouncer
+
+ensure_pgbouncer() {
+    command -v pgbouncer >/dev/null || apt_install pgbouncer
+    if port_open 6432; then return 0; fi
+    as_root mkdir -p "$PGBOUNCER_DIR"
+    as_root tee "$PGBOUNCER_DIR/pgbouncer.ini" >/dev/null <<INI
+[databases]
+test = host=127.0.0.1 port=5432 dbname=test user=postgres
+postgres = host=127.0.0.1 port=5432 dbname=postgres user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = 6432
+unix_socket_dir =
+auth_type = trust
+auth_file = $PGBOUNCER_DIR/users.txt
+pool_mode = transaction
+max_client_conn = 1000
+default_pool_size = 40
+ignore_startup_parameters = extra_float_digits,options
+logfile = $PGBOUNCER_DIR/pgbouncer.log
+pidfile = $PGBOUNCER_DIR/pgbouncer.pid
+INI
+    echo '"postgres" ""' | as_root tee "$PGBOUNCER_DIR/users.txt" >/dev/null
+    as_root chown -R postgres "$PGBOUNCER_DIR"
+    log "starting pgbouncer (transaction pooling) on 127.0.0.1:6432"
+    as_root su postgres -s /bin/sh -c "pgbouncer -d $PGBOUNCER_DIR/pgbouncer.ini"
+    wait_port 6432 pgbouncer
+}
+
 ensure_redis
 ensure_redis_cluster
 ensure_postgres
-log "up: redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7303, postgresql 127.0.0.1:5432"
+ensure_pgbouncer
+log "up: redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7303, postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"

@@ -4,6 +4,12 @@
 
 use std::time::Duration;
 
+mod pgbouncer;
+
+pub use pgbouncer::{
+    pgbouncer_store, pgbouncer_url, pool_through, store_through, PrivatePgBouncer,
+};
+
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
     StoreError,
@@ -392,7 +398,7 @@ pub async fn pg_store() -> idem_postgres::PgStore {
     store
 }
 
-async fn drop_stale_schemas(pool: &sqlx::PgPool) {
+pub(crate) async fn drop_stale_schemas(pool: &sqlx::PgPool) {
     let cutoff = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

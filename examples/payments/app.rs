@@ -464,6 +464,9 @@ impl Ledger for RedisLedger {
 pub struct PgLedger {
     store: PgStore,
     sql: Arc<LedgerSql>,
+    /// Named statements kept per connection, unless the store goes through
+    /// a transaction pooler.
+    persistent: bool,
 }
 
 /// The ledger's statements, rendered once for the store's schema.
@@ -489,6 +492,7 @@ impl PgLedger {
             balance: format!("SELECT balance FROM {t} WHERE id = $1").into(),
         };
         Self {
+            persistent: !store.is_behind_transaction_pooler(),
             store,
             sql: Arc::new(sql),
         }
@@ -501,9 +505,11 @@ impl PgLedger {
     pub async fn migrate(&self) -> Result<(), sqlx::Error> {
         let mut tx = self.store.pool().begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock(7300861234500002)")
+            .persistent(false)
             .execute(&mut *tx)
             .await?;
         sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.create)))
+            .persistent(false)
             .execute(&mut *tx)
             .await?;
         tx.commit().await
@@ -521,12 +527,14 @@ impl PgLedger {
             LedgerError::Unavailable(format!("amount {amount} is over the ledger's range"))
         })?;
         sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.open)))
+            .persistent(self.persistent)
             .bind(account)
             .bind(i64::try_from(OPENING_BALANCE).unwrap_or(i64::MAX))
             .execute(&mut *tx)
             .await
             .map_err(db)?;
         let after: Option<i64> = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.debit)))
+            .persistent(self.persistent)
             .bind(account)
             .bind(amount)
             .fetch_optional(&mut *tx)
@@ -536,6 +544,7 @@ impl PgLedger {
             return Ok(u64::try_from(after).unwrap_or(0));
         }
         let balance: i64 = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.balance)))
+            .persistent(self.persistent)
             .bind(account)
             .fetch_one(&mut *tx)
             .await
@@ -550,11 +559,20 @@ impl PgLedger {
 #[idem_core::async_trait]
 impl Ledger for PgLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
-        let found: Option<i64> = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.balance)))
-            .bind(account)
-            .fetch_optional(self.store.pool())
-            .await
-            .map_err(|e| LedgerError::Unavailable(format!("postgres: {e}")))?;
+        let db = |e: sqlx::Error| LedgerError::Unavailable(format!("postgres: {e}"));
+        let read = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.balance)))
+            .persistent(self.persistent)
+            .bind(account);
+        let found: Option<i64> = if self.persistent {
+            read.fetch_optional(self.store.pool()).await.map_err(db)?
+        } else {
+            // Through a transaction pooler a bound statement is safe only
+            // inside a transaction (see `PgStore::behind_transaction_pooler`).
+            let mut tx = self.store.begin_transaction().await.map_err(db)?;
+            let found = read.fetch_optional(&mut *tx).await.map_err(db)?;
+            tx.commit().await.map_err(db)?;
+            found
+        };
         Ok(found.map_or(OPENING_BALANCE, |b| u64::try_from(b).unwrap_or(0)))
     }
 

@@ -16,7 +16,10 @@
 //!   unauthenticated, so keep it on an internal address;
 //! - `REDIS_URL`: records and balances in Redis;
 //! - `DATABASE_URL`: records and balances in PostgreSQL (schema `PG_SCHEMA`,
-//!   default `payments`), each debit committed with its record;
+//!   default `payments`), each debit committed with its record; through
+//!   PgBouncer in transaction mode, add `DATABASE_POOLER=transaction` and,
+//!   for waiters woken by `LISTEN` rather than polling, a direct
+//!   `DATABASE_LISTEN_URL`;
 //! - neither: both in memory;
 //! - `PROVIDER_URL`: the payment provider each debit charges through
 //!   (`cargo run --example provider`), with the debit's claim's downstream

@@ -157,6 +157,20 @@ async fn on_postgres_waiting_duplicates_are_woken_by_the_completion_not_by_polls
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_pgbouncer_waiting_duplicates_are_woken_by_listen_on_a_direct_connection() {
+    let store = idem_tests::pgbouncer_store().await;
+    let warm = RecordId::from_bytes([7; 32]);
+    for _ in 0..5 {
+        store.changed(&warm, Duration::from_millis(50)).await;
+    }
+    let (answers, begins) = hundred_waiters_on(store, Ok(7), Duration::from_millis(400)).await;
+    for (answer, _) in &answers {
+        assert_eq!(answer, &Ok(Ran::Replayed(7)));
+    }
+    assert_eq!(begins, 1 + 100, "woken, not polling");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_redis_waiting_duplicates_are_woken_by_the_completion_not_by_polls() {
     let store = idem_redis::RedisStore::connect(&idem_tests::redis_url())
         .await

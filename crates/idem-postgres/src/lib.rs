@@ -67,16 +67,18 @@ use idem_core::{
     async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal,
     Store, StoreError,
 };
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 mod sql;
+mod statement;
 mod transaction;
 mod wake;
 
 use idem_core::waiters::Look;
 pub use sql::InvalidName;
 use sql::{check_name, db_error, token, us, Sql};
+use statement::Param;
 pub use transaction::PgTransaction;
 use wake::Wakes;
 
@@ -88,6 +90,20 @@ pub struct PgStore {
     table: Arc<str>,
     sql: Arc<Sql>,
     wakes: Arc<Wakes>,
+    /// Where the woken wait's `LISTEN` connects: the pool's server unless
+    /// set; none behind a transaction pooler without it (waiters poll).
+    listen: Listen,
+}
+
+/// Where the woken wait listens.
+#[derive(Clone)]
+enum Listen {
+    /// On a connection of the pool's own options.
+    Pool,
+    /// On a direct connection with these options.
+    Direct(Arc<PgConnectOptions>),
+    /// Nowhere: waiters poll.
+    Off,
 }
 
 impl fmt::Debug for PgStore {
@@ -111,16 +127,68 @@ impl PgStore {
             pool,
             schema: DEFAULT_SCHEMA.into(),
             table: DEFAULT_TABLE.into(),
-            sql: Arc::new(Sql::new(DEFAULT_SCHEMA, DEFAULT_TABLE)),
+            sql: Arc::new(Sql::new(DEFAULT_SCHEMA, DEFAULT_TABLE, true)),
             wakes: Arc::default(),
+            listen: Listen::Pool,
         }
+    }
+
+    /// For a pool that reaches PostgreSQL through a pooler in transaction
+    /// mode (PgBouncer's `pool_mode = transaction`, and others alike), which
+    /// hands each server connection to another client once the server is
+    /// idle:
+    ///
+    /// - the store sends each statement as one simple query with its
+    ///   parameters written in as literals (hex `bytea`, digits), since no
+    ///   prepared statement, named or unnamed, is safe across the pooler's
+    ///   hand-overs (see below); one round trip each, as before;
+    /// - the woken wait's `LISTEN` needs a session of its own, which a
+    ///   transaction pooler does not give: set one with
+    ///   [`listen_with`](Self::listen_with) (a direct connection to the
+    ///   server, one per store), or waiting duplicates poll.
+    ///
+    /// Transactional completion ([`begin_transaction`](Self::begin_transaction)
+    /// and `Claim::commit`) works unchanged: a transaction keeps its server
+    /// connection from `BEGIN` to `COMMIT`.
+    ///
+    /// Your own statements through the pooler: inside a transaction, make
+    /// them unnamed (`sqlx::query(..).persistent(false)`); outside one, a
+    /// bound statement is not safe at all (sqlx sends `Parse`, waits for
+    /// the server, then `Bind`, which the pooler may route to another
+    /// client's server connection), so run it in a transaction, or use a
+    /// pooler that tracks prepared statements (PgBouncer 1.21 and later, with
+    /// `max_prepared_statements`).
+    #[must_use]
+    pub fn behind_transaction_pooler(mut self) -> Self {
+        self.sql = Arc::new(Sql::new(&self.schema, &self.table, false));
+        if matches!(self.listen, Listen::Pool) {
+            self.listen = Listen::Off;
+        }
+        self
+    }
+
+    /// Whether the store was set up for a transaction pooler
+    /// ([`behind_transaction_pooler`](Self::behind_transaction_pooler)): your
+    /// statements on its pool should then be unnamed too.
+    pub fn is_behind_transaction_pooler(&self) -> bool {
+        !self.sql.persistent
+    }
+
+    /// The woken wait's `LISTEN` connects with `options` (a direct
+    /// connection to the server, when the pool goes through a transaction
+    /// pooler) instead of the pool's.
+    #[must_use]
+    pub fn listen_with(mut self, options: PgConnectOptions) -> Self {
+        self.listen = Listen::Direct(Arc::new(options));
+        self.wakes = Arc::default();
+        self
     }
 
     /// Uses another schema (1 to 63 of `a-z`, `0-9`, `_`).
     pub fn with_schema(mut self, schema: &str) -> Result<Self, InvalidName> {
         check_name(schema)?;
         self.schema = schema.into();
-        self.sql = Arc::new(Sql::new(&self.schema, &self.table));
+        self.sql = Arc::new(Sql::new(&self.schema, &self.table, self.sql.persistent));
         self.wakes = Arc::default();
         Ok(self)
     }
@@ -129,7 +197,7 @@ impl PgStore {
     pub fn with_table(mut self, table: &str) -> Result<Self, InvalidName> {
         check_name(table)?;
         self.table = table.into();
-        self.sql = Arc::new(Sql::new(&self.schema, &self.table));
+        self.sql = Arc::new(Sql::new(&self.schema, &self.table, self.sql.persistent));
         self.wakes = Arc::default();
         Ok(self)
     }
@@ -179,10 +247,12 @@ impl PgStore {
     pub async fn migrate(&self) -> Result<(), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock(7300861234500001)")
+            .persistent(false)
             .execute(&mut *tx)
             .await?;
         for statement in &self.sql.migration {
             sqlx::query(AssertSqlSafe(statement.clone()))
+                .persistent(false)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -191,12 +261,15 @@ impl PgStore {
 
     /// Deletes up to `limit` expired records; returns how many.
     pub async fn purge_expired(&self, limit: u32) -> Result<u64, StoreError> {
-        sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.purge)))
-            .bind(i64::from(limit))
-            .execute(&self.pool)
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(|e| db_error("purge", e))
+        statement::execute(
+            &self.pool,
+            self.sql.persistent,
+            &self.sql.purge,
+            &[Param::Int(i64::from(limit))],
+        )
+        .await
+        .map(|r| r.rows_affected())
+        .map_err(|e| db_error("purge", e))
     }
 
     /// Purges expired records every `every`, `batch` at a time, until the
@@ -250,13 +323,11 @@ impl PgStore {
         lease: &Lease,
         extra: Option<i64>,
     ) -> Result<(), StoreError> {
-        let mut q = sqlx::query(AssertSqlSafe(Arc::clone(sql)))
-            .bind(&id.as_bytes()[..])
-            .bind(token(lease));
-        if let Some(v) = extra {
-            q = q.bind(v);
-        }
-        let done = q.execute(&self.pool).await.map_err(|e| db_error(what, e))?;
+        let mut params = vec![Param::Bytes(&id.as_bytes()[..]), Param::Int(token(lease))];
+        params.extend(extra.map(Param::Int));
+        let done = statement::execute(&self.pool, self.sql.persistent, sql, &params)
+            .await
+            .map_err(|e| db_error(what, e))?;
         if done.rows_affected() == 1 {
             Ok(())
         } else {
@@ -276,13 +347,18 @@ impl Store for PgStore {
         // Zero rows only when a concurrent first insert of the same key
         // committed between this statement's snapshot and its insert: run again.
         for _ in 0..5 {
-            let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.begin)))
-                .bind(&id.as_bytes()[..])
-                .bind(&fingerprint.as_bytes()[..])
-                .bind(us(lease))
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| db_error("begin", e))?;
+            let row = statement::fetch_optional(
+                &self.pool,
+                self.sql.persistent,
+                &self.sql.begin,
+                &[
+                    Param::Bytes(&id.as_bytes()[..]),
+                    Param::Bytes(&fingerprint.as_bytes()[..]),
+                    Param::Int(us(lease)),
+                ],
+            )
+            .await
+            .map_err(|e| db_error("begin", e))?;
             let Some(row) = row else { continue };
             let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres begin: {e}"));
             let kind: String = row.try_get("kind").map_err(get)?;
@@ -364,11 +440,19 @@ impl Store for PgStore {
     }
 
     fn wakes(&self) -> bool {
-        true
+        !matches!(self.listen, Listen::Off)
     }
 
     async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
-        self.wakes.start(&self.pool, &self.sql);
+        let listen = match &self.listen {
+            Listen::Pool => None,
+            Listen::Direct(options) => Some(options),
+            Listen::Off => {
+                tokio::time::sleep(within).await;
+                return None;
+            }
+        };
+        self.wakes.start(&self.pool, listen, &self.sql);
         // Marked, the record's change notifies; changed already, read it.
         let look = async {
             match sql::watch(&self.pool, &self.sql, id).await {

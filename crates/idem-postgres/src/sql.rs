@@ -9,7 +9,9 @@ use idem_core::{
     FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState, Removal,
     StoreError,
 };
-use sqlx::{AssertSqlSafe, PgConnection, Row};
+use sqlx::{PgConnection, Row};
+
+use crate::statement::{self, Param};
 
 /// Why a schema or table name was refused.
 #[derive(Debug, thiserror::Error)]
@@ -53,10 +55,15 @@ pub(crate) struct Sql {
     pub(crate) migration: Vec<String>,
     /// Where changes are notified.
     pub(crate) channel: String,
+    /// Whether statements are prepared once per connection and kept
+    /// (named), or parsed with each execution (unnamed, for a transaction
+    /// pooler that hands a server connection to another client after each
+    /// transaction).
+    pub(crate) persistent: bool,
 }
 
 impl Sql {
-    pub(crate) fn new(schema: &str, table: &str) -> Self {
+    pub(crate) fn new(schema: &str, table: &str, persistent: bool) -> Self {
         let t = format!("\"{schema}\".\"{table}\"");
         let channel = channel(schema, table);
         let now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
@@ -158,24 +165,30 @@ impl Sql {
             )
             .into(),
             channel: channel.clone(),
-            migration: vec![
-                format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""),
-                format!(
-                    "CREATE TABLE IF NOT EXISTS {t} ( \
-                       id bytea PRIMARY KEY, \
-                       fingerprint bytea NOT NULL, \
-                       token bigint NOT NULL, \
-                       completed boolean NOT NULL, \
-                       deadline timestamptz NOT NULL, \
-                       outcome bytea, \
-                       waiting boolean NOT NULL DEFAULT false)"
-                ),
-                // Tables made before waiters were woken.
-                format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS waiting boolean NOT NULL DEFAULT false"),
-                format!("CREATE INDEX IF NOT EXISTS \"{table}_deadline_idx\" ON {t} (deadline)"),
-            ],
+            migration: migration(schema, table, &t),
+            persistent,
         }
     }
+}
+
+/// The migration's statements for `schema`.`table` (`t`, quoted).
+fn migration(schema: &str, table: &str, t: &str) -> Vec<String> {
+    vec![
+        format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {t} ( \
+               id bytea PRIMARY KEY, \
+               fingerprint bytea NOT NULL, \
+               token bigint NOT NULL, \
+               completed boolean NOT NULL, \
+               deadline timestamptz NOT NULL, \
+               outcome bytea, \
+               waiting boolean NOT NULL DEFAULT false)"
+        ),
+        // Tables made before waiters were woken.
+        format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS waiting boolean NOT NULL DEFAULT false"),
+        format!("CREATE INDEX IF NOT EXISTS \"{table}_deadline_idx\" ON {t} (deadline)"),
+    ]
 }
 
 pub(crate) fn db_error(what: &str, e: sqlx::Error) -> StoreError {
@@ -207,24 +220,33 @@ pub(crate) async fn complete(
     outcome: &Outcome,
     ttl: Duration,
 ) -> Result<(), StoreError> {
-    let changed: i64 = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&sql.complete)))
-        .bind(&id.as_bytes()[..])
-        .bind(token(lease))
-        .bind(us(ttl))
-        .bind(outcome.as_bytes())
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| db_error("complete", e))?;
+    let row = statement::fetch_one(
+        &mut *conn,
+        sql.persistent,
+        &sql.complete,
+        &[
+            Param::Bytes(&id.as_bytes()[..]),
+            Param::Int(token(lease)),
+            Param::Int(us(ttl)),
+            Param::Bytes(outcome.as_bytes()),
+        ],
+    )
+    .await
+    .map_err(|e| db_error("complete", e))?;
+    let changed: i64 = row.try_get(0).map_err(|e| db_error("complete", e))?;
     if changed == 1 {
         return Ok(());
     }
     // Rare: completing again with the token that completed it is a no-op.
-    let done: bool = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&sql.completed_by)))
-        .bind(&id.as_bytes()[..])
-        .bind(token(lease))
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| db_error("complete", e))?;
+    let row = statement::fetch_one(
+        &mut *conn,
+        sql.persistent,
+        &sql.completed_by,
+        &[Param::Bytes(&id.as_bytes()[..]), Param::Int(token(lease))],
+    )
+    .await
+    .map_err(|e| db_error("complete", e))?;
+    let done: bool = row.try_get(0).map_err(|e| db_error("complete", e))?;
     if done {
         Ok(())
     } else {
@@ -238,11 +260,14 @@ pub(crate) async fn inspect(
     sql: &Sql,
     id: &RecordId,
 ) -> Result<Option<RecordInfo>, StoreError> {
-    let row = sqlx::query(AssertSqlSafe(Arc::clone(&sql.inspect)))
-        .bind(&id.as_bytes()[..])
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| db_error("inspect", e))?;
+    let row = statement::fetch_optional(
+        pool,
+        sql.persistent,
+        &sql.inspect,
+        &[Param::Bytes(&id.as_bytes()[..])],
+    )
+    .await
+    .map_err(|e| db_error("inspect", e))?;
     let Some(row) = row else { return Ok(None) };
     let corrupt = |what: &str| StoreError::corrupt(format!("postgres inspect: {what}"));
     let get = |e: sqlx::Error| corrupt(&e.to_string());
@@ -279,12 +304,14 @@ pub(crate) async fn remove(
     id: &RecordId,
     force: bool,
 ) -> Result<Removal, StoreError> {
-    let row = sqlx::query(AssertSqlSafe(Arc::clone(&sql.remove)))
-        .bind(&id.as_bytes()[..])
-        .bind(force)
-        .fetch_one(pool)
-        .await
-        .map_err(|e| db_error("remove", e))?;
+    let row = statement::fetch_one(
+        pool,
+        sql.persistent,
+        &sql.remove,
+        &[Param::Bytes(&id.as_bytes()[..]), Param::Bool(force)],
+    )
+    .await
+    .map_err(|e| db_error("remove", e))?;
     let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres remove: {e}"));
     let ended: i64 = row.try_get("ended").map_err(get)?;
     let live: i64 = row.try_get("live").map_err(get)?;
@@ -302,12 +329,15 @@ pub(crate) async fn release(
     id: &RecordId,
     lease: &Lease,
 ) -> Result<(), StoreError> {
-    let changed: i64 = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&sql.release)))
-        .bind(&id.as_bytes()[..])
-        .bind(token(lease))
-        .fetch_one(pool)
-        .await
-        .map_err(|e| db_error("release", e))?;
+    let row = statement::fetch_one(
+        pool,
+        sql.persistent,
+        &sql.release,
+        &[Param::Bytes(&id.as_bytes()[..]), Param::Int(token(lease))],
+    )
+    .await
+    .map_err(|e| db_error("release", e))?;
+    let changed: i64 = row.try_get(0).map_err(|e| db_error("release", e))?;
     if changed == 1 {
         Ok(())
     } else {
@@ -322,10 +352,13 @@ pub(crate) async fn watch(
     sql: &Sql,
     id: &RecordId,
 ) -> Result<bool, StoreError> {
-    let marked = sqlx::query(AssertSqlSafe(Arc::clone(&sql.watch)))
-        .bind(&id.as_bytes()[..])
-        .execute(pool)
-        .await
-        .map_err(|e| db_error("watch", e))?;
+    let marked = statement::execute(
+        pool,
+        sql.persistent,
+        &sql.watch,
+        &[Param::Bytes(&id.as_bytes()[..])],
+    )
+    .await
+    .map_err(|e| db_error("watch", e))?;
     Ok(marked.rows_affected() == 1)
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use idem_core::waiters::Waiters;
 use idem_core::RecordId;
-use sqlx::postgres::{PgListener, PgPool};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 
 use crate::sql::{self, Sql};
 
@@ -22,17 +22,31 @@ pub(crate) struct Wakes {
 }
 
 impl Wakes {
-    /// Starts the listener on first use.
-    pub(crate) fn start(self: &Arc<Self>, pool: &PgPool, sql: &Arc<Sql>) {
+    /// Starts the listener on first use: on a connection with `direct`'s
+    /// options if given, else with the pool's.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        pool: &PgPool,
+        direct: Option<&Arc<PgConnectOptions>>,
+        sql: &Arc<Sql>,
+    ) {
         self.started.get_or_init(|| {
             let (wakes, pool, sql) = (Arc::clone(self), pool.clone(), Arc::clone(sql));
-            tokio::spawn(async move { wakes.listen(pool, sql).await });
+            // A pool of one for the listener alone, connecting lazily.
+            let listen_pool = direct.map(|options| {
+                PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect_lazy_with(PgConnectOptions::clone(options))
+            });
+            tokio::spawn(async move { wakes.listen(pool, listen_pool, sql).await });
         });
     }
 
-    async fn listen(self: Arc<Self>, pool: PgPool, sql: Arc<Sql>) {
+    async fn listen(self: Arc<Self>, pool: PgPool, listen_pool: Option<PgPool>, sql: Arc<Sql>) {
         loop {
-            let mut listener = match PgListener::connect_with(&pool).await {
+            let mut listener = match PgListener::connect_with(listen_pool.as_ref().unwrap_or(&pool))
+                .await
+            {
                 Ok(listener) => listener,
                 Err(e) => {
                     tracing::warn!(target: "idem", error = %e, "postgres wake channel: cannot connect; waiters poll");

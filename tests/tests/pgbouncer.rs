@@ -1,0 +1,192 @@
+//! PostgreSQL through PgBouncer in transaction pooling mode, as production
+//! often reaches it: a server connection serves one transaction of one
+//! client, then another client's. The store runs unnamed statements there
+//! (`PgStore::behind_transaction_pooler`) and listens on a direct
+//! connection. The conformance kit, the payments example, and a PgBouncer
+//! killed and restarted while debits run: none lost, none doubled.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use idem_core::{Engine, Policy};
+use idem_examples::payments::{router, App, PgLedger};
+use idem_tests::{serve, store_through, PrivatePgBouncer};
+use serde_json::Value;
+
+idem_core::store_conformance_tests!(idem_tests::pgbouncer_store);
+
+/// Debits in the restart test.
+const KEYS: usize = 60;
+
+/// The payments example through the PgBouncer at `bouncer_url`, each debit
+/// taking `debit_delay`, claims leased for a second (a debit whose COMMIT's
+/// answer was lost with PgBouncer keeps its claim until then).
+async fn payments_through(
+    bouncer_url: &str,
+    debit_delay: Duration,
+) -> (String, idem_postgres::PgStore) {
+    let store = store_through(bouncer_url).await;
+    let ledger = PgLedger::new(store.clone());
+    ledger
+        .migrate()
+        .await
+        .expect("ledger table through PgBouncer");
+    let url = serve(router(App {
+        engine: Engine::new(store.clone())
+            .with_policy(Policy::default().lease(Duration::from_secs(1))),
+        ledger: Arc::new(ledger),
+        debit_delay,
+        provider: None,
+    }))
+    .await;
+    (url, store)
+}
+
+async fn debit(
+    client: &reqwest::Client,
+    url: &str,
+    account: &str,
+    key: &str,
+) -> Result<(StatusCode, Value), reqwest::Error> {
+    let r = client
+        .post(format!("{url}/accounts/{account}/debits"))
+        .header("idempotency-key", key)
+        .header("content-type", "application/json")
+        .body(r#"{"amount":100}"#)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await?;
+    Ok((r.status(), r.json().await.unwrap_or(Value::Null)))
+}
+
+async fn balance(client: &reqwest::Client, url: &str, account: &str) -> Value {
+    client
+        .get(format!("{url}/accounts/{account}"))
+        .send()
+        .await
+        .expect("balance")
+        .json::<Value>()
+        .await
+        .expect("json")["balance"]
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_pgbouncer_64_duplicates_debit_once_and_a_retry_replays_the_receipt() {
+    let (url, _store) = payments_through(&idem_tests::pgbouncer_url(), Duration::ZERO).await;
+    let client = reqwest::Client::new();
+    let answers =
+        futures_util::future::join_all((0..64).map(|_| debit(&client, &url, "ann", "dup-1"))).await;
+    let mut receipts = Vec::new();
+    for answer in answers {
+        let (status, body) = answer.expect("an answer");
+        assert!(
+            status == StatusCode::CREATED || status == StatusCode::CONFLICT,
+            "{status} {body}"
+        );
+        if status == StatusCode::CREATED {
+            receipts.push(body["debit_id"].clone());
+        }
+    }
+    receipts.dedup();
+    assert_eq!(receipts.len(), 1, "one receipt: {receipts:?}");
+    let (status, retry) = debit(&client, &url, "ann", "dup-1").await.expect("retry");
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(retry["debit_id"], receipts[0]);
+    assert_eq!(balance(&client, &url, "ann").await, 9900);
+}
+
+/// Every logical debit is retried with its key until it gets a final
+/// answer (201 or 4xx), while the PgBouncer in front of the database is
+/// killed and restarted twice, the first time while debits wait inside
+/// their transactions (on a row lock held from a direct connection). Each
+/// debit happens once: the balance is exactly the opening balance less one
+/// amount per key, and every key's answers name one debit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pgbouncer_killed_and_restarted_mid_load_loses_no_debit_and_doubles_none() {
+    let mut bouncer = PrivatePgBouncer::start();
+    let (url, store) = payments_through(&bouncer.url(), Duration::from_millis(100)).await;
+    let client = reqwest::Client::new();
+    let (status, _) = debit(&client, &url, "bea", "opening")
+        .await
+        .expect("opening debit");
+    assert_eq!(status, StatusCode::CREATED);
+    // Debits of `bea` will wait on this lock inside their transactions.
+    let direct = idem_tests::pg_pool(1).await;
+    let mut blocker = direct.begin().await.expect("blocker");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT 1 FROM \"{}\".accounts WHERE id = 'bea' FOR UPDATE",
+        store.schema()
+    )))
+    .execute(&mut *blocker)
+    .await
+    .expect("lock bea");
+    let load = {
+        let (url, client) = (url.clone(), client.clone());
+        tokio::spawn(async move {
+            let mut receipts: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+            let mut unavailable = 0;
+            for batch in 0..KEYS / 6 {
+                let keys: Vec<String> = (0..6).map(|i| format!("restart-{batch}-{i}")).collect();
+                let done = futures_util::future::join_all(keys.iter().map(|key| {
+                    let (url, client) = (url.clone(), client.clone());
+                    async move {
+                        let mut seen = Vec::new();
+                        let mut refused = 0;
+                        for _ in 0..200 {
+                            match debit(&client, &url, "bea", key).await {
+                                Ok((StatusCode::CREATED, body)) => {
+                                    seen.push(body["debit_id"].clone());
+                                    return (seen, refused);
+                                }
+                                Ok((status, body))
+                                    if status.is_client_error()
+                                        && status != StatusCode::CONFLICT =>
+                                {
+                                    panic!("{key}: {status} {body}")
+                                }
+                                // 503 store-unavailable, 409 in flight, or
+                                // no answer: retry with the same key.
+                                _ => refused += 1,
+                            }
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        panic!("{key}: no final answer after 200 attempts");
+                    }
+                }))
+                .await;
+                for (key, (seen, refused)) in keys.into_iter().zip(done) {
+                    unavailable += refused;
+                    receipts.insert(key, seen);
+                }
+            }
+            (receipts, unavailable)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    bouncer.kill();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    blocker.rollback().await.expect("unlock");
+    bouncer.restart();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    bouncer.kill();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bouncer.restart();
+    let (receipts, unavailable) = load.await.expect("load");
+    assert_eq!(receipts.len(), KEYS);
+    // Each key's retries after the first success replay the same receipt.
+    for (key, seen) in &receipts {
+        assert_eq!(seen.len(), 1, "{key}: {seen:?}");
+        let (status, again) = debit(&client, &url, "bea", key).await.expect("replay");
+        assert_eq!(status, StatusCode::CREATED);
+        assert_eq!(&again["debit_id"], &seen[0], "{key}");
+    }
+    assert_eq!(
+        balance(&client, &url, "bea").await,
+        10_000 - 100 * (u64::try_from(KEYS).unwrap_or(0) + 1),
+        "each of {KEYS} debits once ({unavailable} attempts answered while PgBouncer was down)"
+    );
+    assert!(unavailable > 0, "the restarts happened while debits ran");
+}
