@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 mod pgbouncer;
+pub mod sentinel;
 
 pub use pgbouncer::{
     pgbouncer_store, pgbouncer_url, pool_through, store_through, PrivatePgBouncer,

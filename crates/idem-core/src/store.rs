@@ -158,6 +158,17 @@ impl StoreError {
         }
     }
 
+    /// The store answered, but not in a way idem may act on (a change not
+    /// yet replicated, say): transient, like an unreachable store; `why`
+    /// says what happened.
+    pub fn unavailable_because(why: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Unavailable,
+            message: why.into(),
+            source: None,
+        }
+    }
+
     /// The store is full.
     pub fn full(max_bytes: usize) -> Self {
         Self {

@@ -52,21 +52,24 @@ use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState,
     Removal, Store, StoreError,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
 mod operations;
+mod sentinel;
 mod transaction;
 mod wake;
 mod wire;
 
 pub use transaction::RedisTransaction;
 
+use idem_core::machine::micros;
 use idem_core::waiters::Look;
 use operations::parse_token;
-use wake::Wakes;
+use sentinel::{manager_config, Followed};
+use wake::{Server, Wakes};
 use wire::{ms, Connection, TokenText};
 
 /// The channel a store's changes are published on.
@@ -142,6 +145,9 @@ pub enum ConnectError {
     /// The server could not be reached.
     #[error("cannot connect to Redis: {0}")]
     Unreachable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A setting this connection cannot honour.
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 /// A [`Store`] on Redis or Redis Cluster. Cheap to clone: clones share the
@@ -156,18 +162,29 @@ pub struct RedisStore {
     /// published on (`<prefix>wake`; empty: none).
     wakes: Option<Arc<Wakes>>,
     channel: Arc<str>,
+    /// Acknowledgements each change needs before it is acted on.
+    replication: Option<Replication>,
+}
+
+/// `WAIT replicas timeout` after each change.
+#[derive(Clone, Copy, Debug)]
+struct Replication {
+    replicas: u32,
+    timeout: Duration,
 }
 
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.connection {
             Connection::Single(_) => "single",
+            Connection::Sentinel(_) => "sentinel",
             Connection::Cluster(_) => "cluster",
         };
         f.debug_struct("RedisStore")
             .field("connection", &kind)
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
+            .field("replication", &self.replication)
             .finish_non_exhaustive()
     }
 }
@@ -183,18 +200,38 @@ impl RedisStore {
     /// `ConnectionManager`, which reconnects by itself after a failure.
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         let client = redis::Client::open(url).map_err(|e| ConnectError::InvalidUrl(Box::new(e)))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            // Every store call runs under the store's own timeout
-            // (`with_timeout`); a second timer per command would only cost.
-            .set_response_timeout(None)
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200));
-        let manager = ConnectionManager::new_with_config(client.clone(), config)
+        let manager = ConnectionManager::new_with_config(client.clone(), manager_config())
             .await
             .map_err(|e| ConnectError::Unreachable(Box::new(e)))?;
         let mut store = Self::from_connection_manager(manager);
-        store.wakes = Some(Arc::new(Wakes::new(client)));
+        store.wakes = Some(Arc::new(Wakes::new(Server::Fixed(client))));
+        store.channel = channel(&store.prefix);
+        Ok(store)
+    }
+
+    /// Connects to the primary that the Redis Sentinels at `sentinels`
+    /// (`redis://host:port` each) name for `service`, and follows it: when a
+    /// call fails in a way that may mean a failover (connection dropped or
+    /// refused, `READONLY`, `MASTERDOWN`, no answer in time), the Sentinels
+    /// are asked again and later calls go to the primary they name. The
+    /// failing call itself fails as unavailable (nothing ran; the client
+    /// retries). The wake channel subscribes again on the new primary.
+    ///
+    /// Redis replicates asynchronously: a failover can lose changes the old
+    /// primary acknowledged. Add [`with_replication`](Self::with_replication)
+    /// so that no claim or completion is acted on before replicas have it.
+    pub async fn connect_sentinel<I, S>(sentinels: I, service: &str) -> Result<Self, ConnectError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let sentinels: Vec<String> = sentinels
+            .into_iter()
+            .map(|s| s.as_ref().to_owned())
+            .collect();
+        let followed = Arc::new(Followed::connect(&sentinels, service).await?);
+        let mut store = Self::with_connection(Connection::Sentinel(Arc::clone(&followed)));
+        store.wakes = Some(Arc::new(Wakes::new(Server::Followed(followed))));
         store.channel = channel(&store.prefix);
         Ok(store)
     }
@@ -236,6 +273,7 @@ impl RedisStore {
             timeout: DEFAULT_TIMEOUT,
             wakes: None,
             channel: Arc::from(""),
+            replication: None,
         }
     }
 
@@ -246,10 +284,49 @@ impl RedisStore {
         self.prefix = Arc::from(prefix);
         if let Some(wakes) = &self.wakes {
             // Another channel: waiters of the old one are not this store's.
-            self.wakes = Some(Arc::new(Wakes::new(wakes.client().clone())));
+            self.wakes = Some(Arc::new(Wakes::new(wakes.server().clone())));
             self.channel = channel(prefix);
         }
         self
+    }
+
+    /// Requires every change (a claim, a completion, a commit, a renewal,
+    /// a release, a removal) to reach `replicas` replicas within `timeout`
+    /// before idem acts on it: each script call is followed by
+    /// `WAIT replicas timeout` in the same round trip (a pipeline).
+    ///
+    /// - A claim not replicated in time is not acted on: nothing runs, the
+    ///   caller gets a transient store error (HTTP 503 `store-unavailable`),
+    ///   and the claim is released at once, since nothing ran under it (a
+    ///   release that is lost too leaves it to its lease, which is as safe).
+    /// - A completion not replicated in time fails like a completion the
+    ///   store did not take: the engine keeps the claim and completes again
+    ///   while the lease lasts (a second completion by the same token is a
+    ///   no-op that waits again).
+    /// - Any other answer of `begin` (in flight, replay, mismatch) waits too,
+    ///   so that a replay is never served from a record a failover could
+    ///   lose.
+    ///
+    /// What `WAIT` promises: the replicas received the change; not that
+    /// they wrote it to disk, nor that a failover promotes one of them.
+    /// Sentinel promotes the replica with the most data it can reach, so
+    /// with `replicas` at least one and a majority of Sentinels able to see
+    /// that replica, an acknowledged change survives the failover; it is
+    /// not consensus. Not on Redis Cluster (the `WAIT` would not be routed
+    /// to the record's node): refused there.
+    pub fn with_replication(
+        mut self,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<Self, ConnectError> {
+        if self.is_cluster() {
+            return Err(ConnectError::Unsupported(
+                "with_replication is not supported on Redis Cluster: the WAIT that follows a \
+                 change must go to the record's node, which a cluster pipeline does not route",
+            ));
+        }
+        self.replication = (replicas > 0).then_some(Replication { replicas, timeout });
+        Ok(self)
     }
 
     /// How long one store call may take before it fails as unavailable
@@ -277,46 +354,87 @@ impl RedisStore {
         key: String,
         args: &[&[u8]],
     ) -> Result<Value, StoreError> {
-        // EVALSHA built directly (one copy of the arguments); on NOSCRIPT
-        // (a restarted or flushed server) the script is loaded and the call
-        // retried once.
-        let data = 7 + 40 + 1 + key.len() + args.iter().map(|a| a.len()).sum::<usize>();
-        let mut eval = redis::Cmd::with_capacity(4 + args.len(), data);
-        eval.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(key);
-        for arg in args {
-            eval.arg(*arg);
-        }
-        self.eval(what, script, &eval).await
+        self.eval(what, script, &evalsha(script, key, args)).await
     }
 
     /// Runs an `EVALSHA` built by the caller, loading the script on
-    /// `NOSCRIPT`, under the store's timeout.
+    /// `NOSCRIPT`, under the store's timeout; with
+    /// [`with_replication`](Self::with_replication), a reply whose change did
+    /// not reach the replicas in time is an error.
     async fn eval(
         &self,
         what: &'static str,
         script: &Script,
         eval: &redis::Cmd,
     ) -> Result<Value, StoreError> {
+        let (value, replicated) = self.eval_replicated(what, script, eval).await?;
+        replicated.map(|()| value)
+    }
+
+    /// The reply, and whether its change reached the replicas the store
+    /// requires (`Err`: the error to answer if it matters).
+    async fn eval_replicated(
+        &self,
+        what: &'static str,
+        script: &Script,
+        eval: &redis::Cmd,
+    ) -> Result<(Value, Result<(), StoreError>), StoreError> {
+        let replication = self.replication.filter(|_| what != "inspect");
         let call = async {
             let mut connection = self.connection.clone();
-            match connection.query(eval).await {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
+            let Some(r) = replication else {
+                let value = match connection.query(eval).await {
+                    Err(e) if is_no_script(&e) => {
+                        connection.load(script).await?;
+                        connection.query(eval).await
+                    }
+                    result => result,
+                }?;
+                return Ok((value, None));
+            };
+            let mut pipe = redis::pipe();
+            pipe.add_command(eval.clone())
+                .cmd("WAIT")
+                .arg(r.replicas)
+                .arg(micros(r.timeout).div_ceil(1000).max(1));
+            let replies = match connection.query_pipeline(&pipe).await {
+                Err(e) if is_no_script(&e) => {
                     connection.load(script).await?;
-                    connection.query(eval).await
+                    connection.query_pipeline(&pipe).await
                 }
                 result => result,
+            }?;
+            let mut replies = replies.into_iter();
+            match (replies.next(), replies.next()) {
+                (Some(value), Some(Value::Int(acked))) => Ok((value, Some(acked))),
+                _ => Err(redis::RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "a script and WAIT did not answer two replies",
+                ))),
             }
         };
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(value)) => Ok(value),
+            Ok(Ok((value, acked))) => {
+                let replicated = match (replication, acked) {
+                    (Some(r), Some(acked)) if acked < i64::from(r.replicas) => {
+                        Err(StoreError::unavailable_because(format!(
+                            "redis {what}: the change reached {acked} of the {} replicas required within {:?}, so it is not acted on",
+                            r.replicas, r.timeout
+                        )))
+                    }
+                    _ => Ok(()),
+                };
+                Ok((value, replicated))
+            }
             Ok(Err(e)) if is_corrupt(&e) => Err(StoreError::corrupt(format!("redis {what}: {e}"))),
             Ok(Err(e)) => Err(StoreError::unavailable(format!("redis {what} failed"), e)),
-            Err(elapsed) => Err(StoreError::unavailable(
-                format!("redis {what} did not answer within {:?}", self.timeout),
-                elapsed,
-            )),
+            Err(elapsed) => {
+                self.connection.suspect();
+                Err(StoreError::unavailable(
+                    format!("redis {what} did not answer within {:?}", self.timeout),
+                    elapsed,
+                ))
+            }
         }
     }
 
@@ -363,6 +481,23 @@ impl RedisStore {
     }
 }
 
+/// `EVALSHA` of `script` on `key` with `args`, built directly (one copy of
+/// the arguments); on `NOSCRIPT` (a restarted or flushed server) the script
+/// is loaded and the call retried once.
+fn evalsha(script: &Script, key: String, args: &[&[u8]]) -> redis::Cmd {
+    let data = 7 + 40 + 1 + key.len() + args.iter().map(|a| a.len()).sum::<usize>();
+    let mut eval = redis::Cmd::with_capacity(4 + args.len(), data);
+    eval.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(key);
+    for arg in args {
+        eval.arg(*arg);
+    }
+    eval
+}
+
+fn is_no_script(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
 fn is_corrupt(e: &redis::RedisError) -> bool {
     e.to_string().contains("idem: corrupt record")
 }
@@ -375,14 +510,25 @@ impl Store for RedisStore {
         fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Begin, StoreError> {
-        let reply = self
-            .invoke(
-                "begin",
-                &self.scripts.begin,
-                self.key(id),
-                &[fingerprint.as_bytes(), ms(lease, &mut itoa::Buffer::new())],
-            )
+        let eval = evalsha(
+            &self.scripts.begin,
+            self.key(id),
+            &[fingerprint.as_bytes(), ms(lease, &mut itoa::Buffer::new())],
+        );
+        let (reply, replicated) = self
+            .eval_replicated("begin", &self.scripts.begin, &eval)
             .await?;
+        if let Err(not_replicated) = replicated {
+            // Not acted on. A claim is released at once: nothing ran under it.
+            if let Value::BulkString(token) = &reply {
+                let lease = Lease {
+                    token: parse_token(token)?,
+                    duration: lease,
+                };
+                let _ = self.release(id, &lease).await;
+            }
+            return Err(not_replicated);
+        }
         let unexpected = || StoreError::corrupt(format!("redis begin: unexpected reply {reply:?}"));
         let items = match &reply {
             Value::BulkString(token) => {

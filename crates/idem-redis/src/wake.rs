@@ -11,24 +11,44 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use idem_core::waiters::Waiters;
 
+use crate::sentinel::Followed;
+
 /// The waiters of one store, by record key, and its subscription.
 pub(crate) struct Wakes {
-    client: redis::Client,
+    server: Server,
     pub(crate) waiters: Waiters<String>,
     started: OnceLock<()>,
 }
 
+/// Where the subscription connects.
+#[derive(Clone)]
+pub(crate) enum Server {
+    /// One server.
+    Fixed(redis::Client),
+    /// The primary Sentinel names, asked again at each reconnection.
+    Followed(Arc<Followed>),
+}
+
+impl Server {
+    fn client(&self) -> redis::Client {
+        match self {
+            Self::Fixed(client) => client.clone(),
+            Self::Followed(followed) => followed.client(),
+        }
+    }
+}
+
 impl Wakes {
-    pub(crate) fn new(client: redis::Client) -> Self {
+    pub(crate) fn new(server: Server) -> Self {
         Self {
-            client,
+            server,
             waiters: Waiters::default(),
             started: OnceLock::new(),
         }
     }
 
-    pub(crate) fn client(&self) -> &redis::Client {
-        &self.client
+    pub(crate) fn server(&self) -> &Server {
+        &self.server
     }
 
     /// Subscribes to `channel` on first use.
@@ -41,7 +61,7 @@ impl Wakes {
 
     async fn listen(self: Arc<Self>, channel: String) {
         loop {
-            let mut pubsub = match self.client.get_async_pubsub().await {
+            let mut pubsub = match self.server.client().get_async_pubsub().await {
                 Ok(pubsub) => pubsub,
                 Err(e) => {
                     tracing::warn!(target: "idem", error = ?e.kind(), "redis wake channel: cannot connect; waiters poll");

@@ -1,6 +1,8 @@
-//! How the store talks to Redis: the connection (one server or a cluster),
-//! and how durations and tokens are spelled in commands.
+//! How the store talks to Redis: the connection (one server, the primary
+//! Sentinel names, or a cluster), and how durations and tokens are spelled
+//! in commands.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::machine::micros;
@@ -9,9 +11,12 @@ use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
+use crate::sentinel::{may_have_moved, Followed};
+
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(ConnectionManager),
+    Sentinel(Arc<Followed>),
     Cluster(ClusterConnection),
 }
 
@@ -19,14 +24,60 @@ impl Connection {
     pub(crate) async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
         match self {
             Self::Single(c) => cmd.query_async(c).await,
+            Self::Sentinel(f) => {
+                let (generation, mut c) = f.connection();
+                let result = cmd.query_async(&mut c).await;
+                follow(f, generation, &result);
+                result
+            }
             Self::Cluster(c) => cmd.query_async(c).await,
+        }
+    }
+
+    /// A pipeline's replies (one server only: a cluster routes each command
+    /// by its keys).
+    pub(crate) async fn query_pipeline(
+        &mut self,
+        pipe: &redis::Pipeline,
+    ) -> redis::RedisResult<Vec<Value>> {
+        match self {
+            Self::Single(c) => pipe.query_async(c).await,
+            Self::Sentinel(f) => {
+                let (generation, mut c) = f.connection();
+                let result = pipe.query_async(&mut c).await;
+                follow(f, generation, &result);
+                result
+            }
+            Self::Cluster(c) => pipe.query_async(c).await,
         }
     }
 
     pub(crate) async fn load(&mut self, script: &Script) -> redis::RedisResult<String> {
         match self {
             Self::Single(c) => script.load_async(c).await,
+            Self::Sentinel(f) => {
+                let (generation, mut c) = f.connection();
+                let result = script.load_async(&mut c).await;
+                follow(f, generation, &result);
+                result
+            }
             Self::Cluster(c) => script.load_async(c).await,
+        }
+    }
+
+    /// A call got no answer in time: behind Sentinel, the primary may be
+    /// gone without closing its connections (frozen, partitioned).
+    pub(crate) fn suspect(&self) {
+        if let Self::Sentinel(f) = self {
+            f.refresh_soon(f.connection().0);
+        }
+    }
+}
+
+fn follow<T>(followed: &Arc<Followed>, generation: u64, result: &redis::RedisResult<T>) {
+    if let Err(e) = result {
+        if may_have_moved(e) {
+            followed.refresh_soon(generation);
         }
     }
 }

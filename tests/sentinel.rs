@@ -1,0 +1,284 @@
+//! A Redis primary with two replicas and three Sentinels of a test's own,
+//! on free ports, for failover tests: the test can kill the primary, hold
+//! back what the primary sends its replicas (so that replication lag is a
+//! decision, not luck), and wait for the Sentinels to promote a replica.
+//! Every process is killed when the value is dropped.
+//!
+//! The replicas replicate through a proxy of the test's: held, it keeps
+//! what the primary sends instead of passing it on, and drops it when the
+//! primary dies, as a network would. (Stopping the replicas with `SIGSTOP`
+//! would not do: the kernel still takes the stream into their sockets, and
+//! they apply it once resumed.)
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The service name the Sentinels monitor.
+pub const SERVICE: &str = "idem";
+
+/// The topology.
+pub struct PrivateSentinels {
+    dir: PathBuf,
+    /// Data servers by port; the first was the primary at start.
+    servers: Vec<(u16, Option<Child>)>,
+    sentinels: Vec<(u16, Option<Child>)>,
+    /// Whether the replication proxy holds back the primary's stream.
+    held: Arc<AtomicBool>,
+}
+
+/// Accepts replicas on `listener` and links each to 127.0.0.1:`primary`;
+/// while `held`, what the primary sends is kept back, and dropped if the
+/// primary closes first.
+fn replication_proxy(listener: TcpListener, primary: u16, held: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        for replica in listener.incoming().flatten() {
+            let Ok(upstream) = TcpStream::connect(("127.0.0.1", primary)) else {
+                continue;
+            };
+            let (Ok(replica_in), Ok(upstream_out)) = (replica.try_clone(), upstream.try_clone())
+            else {
+                continue;
+            };
+            // Replica to primary (its commands and acknowledgements): as is.
+            std::thread::spawn(move || {
+                let (mut from, mut to) = (replica_in, upstream_out);
+                let _ = std::io::copy(&mut from, &mut to);
+                let _ = to.shutdown(std::net::Shutdown::Both);
+            });
+            let held = Arc::clone(&held);
+            std::thread::spawn(move || {
+                let (mut from, mut to) = (upstream, replica);
+                let mut kept = Vec::new();
+                let mut buf = [0u8; 16 * 1024];
+                loop {
+                    let n = match from.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    kept.extend_from_slice(&buf[..n]);
+                    if !held.load(Ordering::SeqCst) {
+                        if to.write_all(&kept).is_err() {
+                            break;
+                        }
+                        kept.clear();
+                    }
+                }
+                // The primary is gone: what was held back never arrives.
+                let _ = to.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Sends one inline command to 127.0.0.1:`port`; the raw reply.
+pub fn ask(port: u16, command: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                // More only if the server is still writing.
+                s.set_read_timeout(Some(Duration::from_millis(30))).ok()?;
+            }
+        }
+    }
+    (!out.is_empty()).then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The value of `name` in a reply that lists fields and values (`SENTINEL
+/// master`).
+fn field(reply: &str, name: &str) -> Option<String> {
+    let lines: Vec<&str> = reply.lines().collect();
+    let at = lines.iter().position(|l| *l == name)?;
+    lines.get(at + 2).map(|v| (*v).to_owned())
+}
+
+fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what} within {limit:?}");
+}
+
+impl PrivateSentinels {
+    /// Starts the primary, its two replicas (in sync before this returns)
+    /// and three Sentinels (which judge a primary down after 500 ms).
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "idem-sentinels-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut topology = Self {
+            dir,
+            servers: Vec::new(),
+            sentinels: Vec::new(),
+            held: Arc::new(AtomicBool::new(false)),
+        };
+        let primary = free_port();
+        let proxy = TcpListener::bind("127.0.0.1:0").expect("proxy port");
+        let proxy_port = proxy.local_addr().expect("proxy address").port();
+        replication_proxy(proxy, primary, Arc::clone(&topology.held));
+        for i in 0..3 {
+            let port = if i == 0 { primary } else { free_port() };
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&topology.dir);
+            if i > 0 {
+                cmd.args(["--replicaof", "127.0.0.1", &proxy_port.to_string()]);
+            }
+            let child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server on PATH");
+            topology.servers.push((port, Some(child)));
+        }
+        for (port, _) in &topology.servers {
+            wait_until("redis-server up", Duration::from_secs(10), || {
+                ask(*port, "PING").is_some_and(|r| r.starts_with("+PONG"))
+            });
+        }
+        wait_until("two replicas in sync", Duration::from_secs(10), || {
+            ask(primary, "INFO replication").is_some_and(|r| {
+                r.contains("connected_slaves:2") && r.matches("state=online").count() == 2
+            })
+        });
+        for i in 0..3 {
+            let port = free_port();
+            let conf = topology.dir.join(format!("sentinel-{i}.conf"));
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                     sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n\
+                     sentinel down-after-milliseconds {SERVICE} 500\n\
+                     sentinel failover-timeout {SERVICE} 3000\n\
+                     sentinel parallel-syncs {SERVICE} 2\n",
+                    dir = topology.dir.display()
+                ),
+            )
+            .expect("sentinel.conf");
+            let child = Command::new("redis-server")
+                .arg(&conf)
+                .arg("--sentinel")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server --sentinel");
+            topology.sentinels.push((port, Some(child)));
+        }
+        for (port, _) in &topology.sentinels {
+            wait_until(
+                "each Sentinel sees both replicas and the other Sentinels",
+                Duration::from_secs(20),
+                || {
+                    ask(*port, &format!("SENTINEL master {SERVICE}")).is_some_and(|r| {
+                        field(&r, "num-slaves").as_deref() == Some("2")
+                            && field(&r, "num-other-sentinels").as_deref() == Some("2")
+                    })
+                },
+            );
+        }
+        topology
+    }
+
+    /// The Sentinels' URLs.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|(port, _)| format!("redis://127.0.0.1:{port}"))
+            .collect()
+    }
+
+    /// The port of the primary the Sentinels name now.
+    pub fn primary(&self) -> Option<u16> {
+        let (port, _) = self.sentinels.first()?;
+        let reply = ask(
+            *port,
+            &format!("SENTINEL get-master-addr-by-name {SERVICE}"),
+        )?;
+        reply.lines().nth(4)?.trim().parse().ok()
+    }
+
+    /// Kills the primary (`SIGKILL`): no shutdown, nothing more replicated.
+    pub fn kill_primary(&mut self) -> u16 {
+        let primary = self.primary().expect("a primary");
+        for (port, child) in &mut self.servers {
+            if *port == primary {
+                if let Some(mut c) = child.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+        }
+        primary
+    }
+
+    /// Holds back (or lets through again) what the primary sends its
+    /// replicas: held, they acknowledge nothing new, so what the primary
+    /// acknowledges meanwhile is on the primary alone.
+    pub fn hold_replication(&self, held: bool) {
+        self.held.store(held, Ordering::SeqCst);
+        if !held {
+            // A write to the primary pushes out what was held.
+            if let Some(p) = self.primary() {
+                let _ = ask(p, "PING");
+            }
+        }
+    }
+
+    /// Waits until the Sentinels name a primary other than `old` and it
+    /// answers as one.
+    pub fn wait_for_promotion(&self, old: u16) -> u16 {
+        let mut new = 0;
+        wait_until(
+            "a replica promoted",
+            Duration::from_secs(30),
+            || match self.primary() {
+                Some(p) if p != old => {
+                    new = p;
+                    ask(p, "ROLE").is_some_and(|r| r.contains("master"))
+                }
+                _ => false,
+            },
+        );
+        new
+    }
+}
+
+impl Drop for PrivateSentinels {
+    fn drop(&mut self) {
+        for (_, child) in self.servers.iter_mut().chain(self.sentinels.iter_mut()) {
+            if let Some(mut c) = child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
