@@ -16,6 +16,9 @@
 //! idem on Redis with the balances in Redis, each debit applied and then
 //! recorded (the design before issue 23) against each debit committed with
 //! its record in one script call (`RedisTransaction`): the fence's cost.
+//! `-- redis-replicated` runs idem behind Sentinel (a primary, two replicas
+//! and three Sentinels started for the run) without and with
+//! `with_replication(1, 100ms)`: the cost of `WAIT`.
 //!
 //! Rounds alternate between the two servers so that drift on a noisy machine
 //! hits both; the report gives the median of the rounds and the ratio.
@@ -268,6 +271,38 @@ async fn redis_fenced_pair() -> Result<(String, String), String> {
     let fenced = urls.pop().ok_or("no fenced server")?;
     let unfenced = urls.pop().ok_or("no unfenced server")?;
     Ok((unfenced, fenced))
+}
+
+/// idem on Redis behind Sentinel (a primary, two replicas, three
+/// Sentinels of this run's own), records and balances in Redis, without
+/// and with `with_replication(1, 100ms)`: the cost of `WAIT` per request.
+async fn redis_replicated_pair(
+    topology: &idem_tests::sentinel::PrivateSentinels,
+) -> Result<(String, String), String> {
+    let mut urls = Vec::new();
+    for (side, replicas) in [("async", 0), ("replicated", 1)] {
+        let store =
+            RedisStore::connect_sentinel(topology.sentinel_urls(), idem_tests::sentinel::SERVICE)
+                .await
+                .map_err(|e| e.to_string())?
+                .with_prefix(&format!("{side}:idem:"))
+                .with_replication(replicas, Duration::from_millis(100))
+                .map_err(|e| e.to_string())?;
+        let primary = topology.primary().ok_or("no primary")?;
+        let ledger = RedisLedger::connect(
+            &format!("redis://127.0.0.1:{primary}"),
+            &store,
+            &format!("{side}:balance:"),
+        )
+        .await
+        .map_err(|e| format!("redis: {e}"))?;
+        let engine =
+            Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+        urls.push(idem_tests::serve(router(app_with(engine, Arc::new(ledger)))).await);
+    }
+    let replicated = urls.pop().ok_or("no replicated server")?;
+    let unreplicated = urls.pop().ok_or("no unreplicated server")?;
+    Ok((unreplicated, replicated))
 }
 
 fn run_redis_fenced_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
@@ -792,7 +827,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|redis-fenced|actix|grpc|postgres|redis-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|redis-fenced|redis-replicated|actix|grpc|postgres|redis-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -833,6 +868,20 @@ fn main() -> ExitCode {
         }
         if wanted("redis-fenced") {
             run_redis_fenced_pair(&rt, &script)?;
+        }
+        if wanted("redis-replicated") {
+            let topology = idem_tests::sentinel::PrivateSentinels::start();
+            let (unreplicated, replicated) = rt.block_on(redis_replicated_pair(&topology))?;
+            compare(
+                "redis-replicated",
+                [
+                    "Sentinel, replication asynchronous",
+                    "Sentinel, with_replication(1, 100ms)",
+                ],
+                [&unreplicated, &replicated],
+                &script,
+                Some("redis-server"),
+            )?;
         }
         if wanted("actix") {
             let [bare, idem] = actix_pair();
