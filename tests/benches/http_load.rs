@@ -305,6 +305,21 @@ async fn redis_replicated_pair(
     Ok((unreplicated, replicated))
 }
 
+fn run_redis_replicated_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let topology = idem_tests::sentinel::PrivateSentinels::start();
+    let (unreplicated, replicated) = rt.block_on(redis_replicated_pair(&topology))?;
+    compare(
+        "redis-replicated",
+        [
+            "Sentinel, replication asynchronous",
+            "Sentinel, with_replication(1, 100ms)",
+        ],
+        [&unreplicated, &replicated],
+        script,
+        Some("redis-server"),
+    )
+}
+
 fn run_redis_fenced_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
     let (unfenced, fenced) = rt.block_on(redis_fenced_pair())?;
     let compared = compare(
@@ -870,18 +885,7 @@ fn main() -> ExitCode {
             run_redis_fenced_pair(&rt, &script)?;
         }
         if wanted("redis-replicated") {
-            let topology = idem_tests::sentinel::PrivateSentinels::start();
-            let (unreplicated, replicated) = rt.block_on(redis_replicated_pair(&topology))?;
-            compare(
-                "redis-replicated",
-                [
-                    "Sentinel, replication asynchronous",
-                    "Sentinel, with_replication(1, 100ms)",
-                ],
-                [&unreplicated, &replicated],
-                &script,
-                Some("redis-server"),
-            )?;
+            run_redis_replicated_pair(&rt, &script)?;
         }
         if wanted("actix") {
             let [bare, idem] = actix_pair();
