@@ -836,6 +836,34 @@ fn grpc_load(rt: &tokio::runtime::Runtime, url: &str) -> Result<f64, String> {
     })
 }
 
+fn run_pg_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let (naive, idem, schemas) = rt.block_on(pg_pair())?;
+    let compared = compare(
+        "postgres",
+        ["INSERT + UPDATE (baseline)", "with idem (PgStore)"],
+        [&naive, &idem],
+        script,
+        Some("postgres"),
+    );
+    // Requests cut off when wrk stops must not leave a session
+    // inside a transaction (see PgStore::begin_transaction).
+    let leaked: Result<Vec<String>, sqlx::Error> = rt.block_on(async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let pool = idem_tests::pg_pool(1).await;
+        sqlx::query_scalar(
+            "SELECT left(query, 100) FROM pg_stat_activity WHERE datname = current_database() \
+             AND state LIKE 'idle in transaction%' AND now() - state_change > interval '1 second'",
+        )
+        .fetch_all(&pool)
+        .await
+    });
+    println!("  sessions left idle in a transaction: {leaked:?}");
+    if let Err(e) = rt.block_on(pg_cleanup(&schemas)) {
+        eprintln!("  could not drop the run's schemas: {e}");
+    }
+    compared
+}
+
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass other
     // flags: only run the load when asked to benchmark.
@@ -907,31 +935,7 @@ fn main() -> ExitCode {
             )?;
         }
         if wanted("postgres") {
-            let (naive, idem, schemas) = rt.block_on(pg_pair())?;
-            let compared = compare(
-                "postgres",
-                ["INSERT + UPDATE (baseline)", "with idem (PgStore)"],
-                [&naive, &idem],
-                &script,
-                Some("postgres"),
-            );
-            // Requests cut off when wrk stops must not leave a session
-            // inside a transaction (see PgStore::begin_transaction).
-            let leaked: Result<Vec<String>, sqlx::Error> = rt.block_on(async {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                let pool = idem_tests::pg_pool(1).await;
-                sqlx::query_scalar(
-                    "SELECT left(query, 100) FROM pg_stat_activity WHERE datname = current_database() \
-                     AND state LIKE 'idle in transaction%' AND now() - state_change > interval '1 second'",
-                )
-                .fetch_all(&pool)
-                .await
-            });
-            println!("  sessions left idle in a transaction: {leaked:?}");
-            if let Err(e) = rt.block_on(pg_cleanup(&schemas)) {
-                eprintln!("  could not drop the run's schemas: {e}");
-            }
-            compared?;
+            run_pg_pair(&rt, &script)?;
         }
         Ok::<(), String>(())
     })();
