@@ -132,8 +132,54 @@ INI
     wait_port 6432 pgbouncer
 }
 
+# Redis behind Sentinel: a primary on 7401, replicas on 7402 and 7403, and
+# three Sentinels on 26401-26403 monitoring it as `idem-shared`, for the
+# conformance kit through Sentinel with the durability setting. Nothing
+# here is ever failed over: the failover tests start topologies of their
+# own. Its files live under /tmp/idem-redis-sentinel.
+SENTINEL_DIR=/tmp/idem-redis-sentinel
+
+sentinel_ok() {
+    redis-cli -p 26401 sentinel master idem-shared 2>/dev/null | grep -A1 '^num-slaves$' | tail -n 1 | grep -q '^2$'
+}
+
+ensure_redis_sentinel() {
+    if sentinel_ok; then return 0; fi
+    command -v redis-server >/dev/null || apt_install redis-server
+    mkdir -p "$SENTINEL_DIR"
+    for port in 7401 7402 7403; do
+        if port_open "$port"; then continue; fi
+        local replica=()
+        if [ "$port" != 7401 ]; then replica=(--replicaof 127.0.0.1 7401); fi
+        log "starting redis on 127.0.0.1:$port${replica:+ (replica of 7401)}"
+        redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+            --dir "$SENTINEL_DIR" --logfile "$SENTINEL_DIR/redis-$port.log" "${replica[@]}"
+    done
+    for port in 26401 26402 26403; do
+        if port_open "$port"; then continue; fi
+        cat >"$SENTINEL_DIR/sentinel-$port.conf" <<CONF
+port $port
+bind 127.0.0.1
+dir $SENTINEL_DIR
+logfile $SENTINEL_DIR/sentinel-$port.log
+daemonize yes
+sentinel monitor idem-shared 127.0.0.1 7401 2
+sentinel down-after-milliseconds idem-shared 5000
+CONF
+        log "starting redis sentinel on 127.0.0.1:$port"
+        redis-server "$SENTINEL_DIR/sentinel-$port.conf" --sentinel
+    done
+    for _ in $(seq 1 60); do
+        if sentinel_ok; then return 0; fi
+        sleep 0.5
+    done
+    log "the Sentinels on 26401-26403 do not see two replicas of idem-shared"
+    return 1
+}
+
 ensure_redis
 ensure_redis_cluster
+ensure_redis_sentinel
 ensure_postgres
 ensure_pgbouncer
-log "up: redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7303, postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"
+log "up: redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7303, redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"

@@ -282,3 +282,27 @@ impl Drop for PrivateSentinels {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The shared Sentinels `scripts/services.sh` starts (`IDEM_TEST_SENTINELS`,
+/// comma-separated; default 127.0.0.1:26401-26403), monitoring
+/// `idem-shared`.
+pub fn shared_sentinels() -> Vec<String> {
+    std::env::var("IDEM_TEST_SENTINELS")
+        .unwrap_or_else(|_| {
+            "redis://127.0.0.1:26401,redis://127.0.0.1:26402,redis://127.0.0.1:26403".into()
+        })
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A store behind the shared Sentinels, under a prefix of its own, that
+/// acts on a change only once a replica has it.
+pub async fn sentinel_store() -> idem_redis::RedisStore {
+    idem_redis::RedisStore::connect_sentinel(shared_sentinels(), "idem-shared")
+        .await
+        .expect("the Sentinels on 127.0.0.1:26401-26403 (scripts/services.sh starts them)")
+        .with_prefix(&crate::unique_prefix("sentinel"))
+        .with_replication(1, Duration::from_millis(500))
+        .expect("not a cluster")
+}
