@@ -59,40 +59,50 @@ ensure_postgres() {
     fi
 }
 
-# A three-node Redis Cluster (no replicas) on 127.0.0.1:7301-7303, for the
-# cluster tests of idem-redis. Its data lives under /tmp/idem-redis-cluster.
-CLUSTER_PORTS="7301 7302 7303"
+# A Redis Cluster of three primaries (127.0.0.1:7301-7303) with a replica
+# each (7304-7306), for the cluster tests of idem-redis. Nothing here is ever
+# failed over: the shard failover tests start clusters of their own. Its data
+# lives under /tmp/idem-redis-cluster.
+CLUSTER_PORTS="7301 7302 7303 7304 7305 7306"
 
 cluster_ok() {
-    redis-cli -p 7301 cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+    local info
+    info=$(redis-cli -p 7301 cluster info 2>/dev/null) || return 1
+    echo "$info" | grep -q '^cluster_state:ok' && echo "$info" | grep -q '^cluster_known_nodes:6' \
+        && [ "$(redis-cli -p 7301 cluster nodes 2>/dev/null | grep -c ' slave ')" = 3 ]
 }
 
 ensure_redis_cluster() {
     if cluster_ok; then return 0; fi
     command -v redis-server >/dev/null || apt_install redis-server
     local base=/tmp/idem-redis-cluster
+    # A cluster of another shape (an earlier one without replicas) is
+    # taken down and made again.
+    if port_open 7301; then
+        log "remaking the redis cluster with a replica per shard"
+        for port in $CLUSTER_PORTS; do
+            redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+        done
+        sleep 1
+    fi
     for port in $CLUSTER_PORTS; do
-        if ! port_open "$port"; then
-            rm -rf "$base/$port"
-            mkdir -p "$base/$port"
-            log "starting redis cluster node on 127.0.0.1:$port"
-            redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-                --cluster-enabled yes --cluster-config-file "$base/$port/nodes.conf" \
-                --cluster-node-timeout 2000 --dir "$base/$port" --logfile "$base/$port/redis.log"
-        fi
+        rm -rf "${base:?}/$port"
+        mkdir -p "$base/$port"
+        log "starting redis cluster node on 127.0.0.1:$port"
+        redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+            --cluster-enabled yes --cluster-config-file "$base/$port/nodes.conf" \
+            --cluster-node-timeout 2000 --dir "$base/$port" --logfile "$base/$port/redis.log"
     done
     for port in $CLUSTER_PORTS; do wait_port "$port" "redis cluster node"; done
-    if ! redis-cli -p 7301 cluster info 2>/dev/null | grep -q '^cluster_known_nodes:3'; then
-        log "creating the redis cluster"
-        # shellcheck disable=SC2086
-        redis-cli --cluster create $(for p in $CLUSTER_PORTS; do printf '127.0.0.1:%s ' "$p"; done) \
-            --cluster-replicas 0 --cluster-yes >/dev/null
-    fi
+    log "creating the redis cluster (three primaries, a replica each)"
+    # shellcheck disable=SC2086
+    redis-cli --cluster create $(for p in $CLUSTER_PORTS; do printf '127.0.0.1:%s ' "$p"; done) \
+        --cluster-replicas 1 --cluster-yes >/dev/null
     for _ in $(seq 1 60); do
         if cluster_ok; then return 0; fi
         sleep 0.5
     done
-    log "the redis cluster on 127.0.0.1:7301-7303 did not reach cluster_state:ok"
+    log "the redis cluster on 127.0.0.1:7301-7306 did not reach cluster_state:ok with three replicas"
     return 1
 }
 
@@ -182,4 +192,4 @@ ensure_redis_cluster
 ensure_redis_sentinel
 ensure_postgres
 ensure_pgbouncer
-log "up: redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7303, redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"
+log "up: redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"

@@ -286,8 +286,7 @@ async fn redis_replicated_pair(
                 .await
                 .map_err(|e| e.to_string())?
                 .with_prefix(&format!("{side}:idem:"))
-                .with_replication(replicas, Duration::from_millis(100))
-                .map_err(|e| e.to_string())?;
+                .with_replication(replicas, Duration::from_millis(100));
         let primary = topology.primary().ok_or("no primary")?;
         let ledger = RedisLedger::connect(
             &format!("redis://127.0.0.1:{primary}"),

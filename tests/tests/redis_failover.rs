@@ -48,9 +48,7 @@ async fn instance(topology: &PrivateSentinels, durable: bool) -> Engine {
         .with_prefix("failover:")
         .with_timeout(Duration::from_secs(1));
     let store = if durable {
-        store
-            .with_replication(1, Duration::from_millis(200))
-            .expect("not a cluster")
+        store.with_replication(1, Duration::from_millis(200))
     } else {
         store
     };
@@ -188,8 +186,7 @@ async fn a_claim_after_a_failover_gets_a_greater_token_replicated_or_not() {
         .with_timeout(Duration::from_secs(1));
     let durable = store
         .clone()
-        .with_replication(1, Duration::from_millis(500))
-        .expect("not a cluster");
+        .with_replication(1, Duration::from_millis(500));
     let (replicated, lost) = (call("replicated"), call("lost"));
     let lease = Duration::from_millis(300);
     let begin = |store: RedisStore, call: Call| async move {

@@ -59,6 +59,7 @@ use redis::{Script, Value};
 
 mod operations;
 mod sentinel;
+mod slot;
 mod transaction;
 mod wake;
 mod wire;
@@ -145,9 +146,6 @@ pub enum ConnectError {
     /// The server could not be reached.
     #[error("cannot connect to Redis: {0}")]
     Unreachable(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// A setting this connection cannot honour.
-    #[error("{0}")]
-    Unsupported(&'static str),
 }
 
 /// A [`Store`] on Redis or Redis Cluster. Cheap to clone: clones share the
@@ -312,21 +310,14 @@ impl RedisStore {
     /// Sentinel promotes the replica with the most data it can reach, so
     /// with `replicas` at least one and a majority of Sentinels able to see
     /// that replica, an acknowledged change survives the failover; it is
-    /// not consensus. Not on Redis Cluster (the `WAIT` would not be routed
-    /// to the record's node): refused there.
-    pub fn with_replication(
-        mut self,
-        replicas: u32,
-        timeout: Duration,
-    ) -> Result<Self, ConnectError> {
-        if self.is_cluster() {
-            return Err(ConnectError::Unsupported(
-                "with_replication is not supported on Redis Cluster: the WAIT that follows a \
-                 change must go to the record's node, which a cluster pipeline does not route",
-            ));
-        }
+    /// not consensus. On Redis Cluster the `WAIT` goes with the script to
+    /// the primary of the record's slot; the cluster promotes a replica of a
+    /// failed primary by a vote of the other primaries, preferring the
+    /// replica with the most data.
+    #[must_use]
+    pub fn with_replication(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replication = (replicas > 0).then_some(Replication { replicas, timeout });
-        Ok(self)
+        self
     }
 
     /// How long one store call may take before it fails as unavailable
@@ -397,10 +388,11 @@ impl RedisStore {
                 .cmd("WAIT")
                 .arg(r.replicas)
                 .arg(micros(r.timeout).div_ceil(1000).max(1));
-            let replies = match connection.query_pipeline(&pipe).await {
+            let slot = slot::slot(eval_key(eval));
+            let replies = match connection.query_pipeline(&pipe, slot).await {
                 Err(e) if is_no_script(&e) => {
                     connection.load(script).await?;
-                    connection.query_pipeline(&pipe).await
+                    connection.query_pipeline(&pipe, slot).await
                 }
                 result => result,
             }?;
@@ -492,6 +484,14 @@ fn evalsha(script: &Script, key: String, args: &[&[u8]]) -> redis::Cmd {
         eval.arg(*arg);
     }
     eval
+}
+
+/// The key of an `EVALSHA <sha> <numkeys> <key> ...` (its fourth argument).
+fn eval_key(eval: &redis::Cmd) -> &[u8] {
+    match eval.args_iter().nth(3) {
+        Some(redis::Arg::Simple(key)) => key,
+        _ => b"",
+    }
 }
 
 fn is_no_script(e: &redis::RedisError) -> bool {

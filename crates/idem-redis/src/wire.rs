@@ -11,6 +11,8 @@ use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
+
 use crate::sentinel::{may_have_moved, Followed};
 
 #[derive(Clone)]
@@ -34,11 +36,13 @@ impl Connection {
         }
     }
 
-    /// A pipeline's replies (one server only: a cluster routes each command
-    /// by its keys).
+    /// A pipeline's replies, all from one node: on a cluster, the primary
+    /// of `slot` (a command without keys, `WAIT`, must go where the script
+    /// before it ran).
     pub(crate) async fn query_pipeline(
         &mut self,
         pipe: &redis::Pipeline,
+        slot: u16,
     ) -> redis::RedisResult<Vec<Value>> {
         match self {
             Self::Single(c) => pipe.query_async(c).await,
@@ -48,7 +52,10 @@ impl Connection {
                 follow(f, generation, &result);
                 result
             }
-            Self::Cluster(c) => pipe.query_async(c).await,
+            Self::Cluster(c) => {
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                c.route_pipeline(pipe.clone(), 0, pipe.len(), route).await
+            }
         }
     }
 
