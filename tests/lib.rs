@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 mod pgbouncer;
+pub mod replication_proxy;
 pub mod sentinel;
 
 pub use pgbouncer::{

@@ -4,19 +4,15 @@
 //! decision, not luck), and wait for the Sentinels to promote a replica.
 //! Every process is killed when the value is dropped.
 //!
-//! The replicas replicate through a proxy of the test's: held, it keeps
-//! what the primary sends instead of passing it on, and drops it when the
-//! primary dies, as a network would. (Stopping the replicas with `SIGSTOP`
-//! would not do: the kernel still takes the stream into their sockets, and
-//! they apply it once resumed.)
+//! The replicas replicate through a [`ReplicationProxy`].
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::replication_proxy::ReplicationProxy;
 
 /// The service name the Sentinels monitor.
 pub const SERVICE: &str = "idem";
@@ -27,52 +23,8 @@ pub struct PrivateSentinels {
     /// Data servers by port; the first was the primary at start.
     servers: Vec<(u16, Option<Child>)>,
     sentinels: Vec<(u16, Option<Child>)>,
-    /// Whether the replication proxy holds back the primary's stream.
-    held: Arc<AtomicBool>,
-}
-
-/// Accepts replicas on `listener` and links each to 127.0.0.1:`primary`;
-/// while `held`, what the primary sends is kept back, and dropped if the
-/// primary closes first.
-fn replication_proxy(listener: TcpListener, primary: u16, held: Arc<AtomicBool>) {
-    std::thread::spawn(move || {
-        for replica in listener.incoming().flatten() {
-            let Ok(upstream) = TcpStream::connect(("127.0.0.1", primary)) else {
-                continue;
-            };
-            let (Ok(replica_in), Ok(upstream_out)) = (replica.try_clone(), upstream.try_clone())
-            else {
-                continue;
-            };
-            // Replica to primary (its commands and acknowledgements): as is.
-            std::thread::spawn(move || {
-                let (mut from, mut to) = (replica_in, upstream_out);
-                let _ = std::io::copy(&mut from, &mut to);
-                let _ = to.shutdown(std::net::Shutdown::Both);
-            });
-            let held = Arc::clone(&held);
-            std::thread::spawn(move || {
-                let (mut from, mut to) = (upstream, replica);
-                let mut kept = Vec::new();
-                let mut buf = [0u8; 16 * 1024];
-                loop {
-                    let n = match from.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    kept.extend_from_slice(&buf[..n]);
-                    if !held.load(Ordering::SeqCst) {
-                        if to.write_all(&kept).is_err() {
-                            break;
-                        }
-                        kept.clear();
-                    }
-                }
-                // The primary is gone: what was held back never arrives.
-                let _ = to.shutdown(std::net::Shutdown::Both);
-            });
-        }
-    });
+    /// The proxy the replicas replicate through.
+    proxy: ReplicationProxy,
 }
 
 fn free_port() -> u16 {
@@ -131,16 +83,13 @@ impl PrivateSentinels {
             free_port()
         ));
         std::fs::create_dir_all(&dir).expect("dir");
+        let primary = free_port();
         let mut topology = Self {
             dir,
             servers: Vec::new(),
             sentinels: Vec::new(),
-            held: Arc::new(AtomicBool::new(false)),
+            proxy: ReplicationProxy::start(primary),
         };
-        let primary = free_port();
-        let proxy = TcpListener::bind("127.0.0.1:0").expect("proxy port");
-        let proxy_port = proxy.local_addr().expect("proxy address").port();
-        replication_proxy(proxy, primary, Arc::clone(&topology.held));
         for i in 0..3 {
             let port = if i == 0 { primary } else { free_port() };
             let mut cmd = Command::new("redis-server");
@@ -149,7 +98,11 @@ impl PrivateSentinels {
                 .arg("--dir")
                 .arg(&topology.dir);
             if i > 0 {
-                cmd.args(["--replicaof", "127.0.0.1", &proxy_port.to_string()]);
+                cmd.args([
+                    "--replicaof",
+                    "127.0.0.1",
+                    &topology.proxy.port().to_string(),
+                ]);
             }
             let child = cmd
                 .stdout(Stdio::null())
@@ -243,7 +196,7 @@ impl PrivateSentinels {
     /// replicas: held, they acknowledge nothing new, so what the primary
     /// acknowledges meanwhile is on the primary alone.
     pub fn hold_replication(&self, held: bool) {
-        self.held.store(held, Ordering::SeqCst);
+        self.proxy.hold(held);
         if !held {
             // A write to the primary pushes out what was held.
             if let Some(p) = self.primary() {
