@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+pub mod cluster;
 mod pgbouncer;
 pub mod replication_proxy;
 pub mod sentinel;

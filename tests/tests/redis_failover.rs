@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use idem_core::{Call, Engine, Error, Fingerprint, IdempotencyKey, Never, Policy, Ran, Store};
 use idem_redis::RedisStore;
-use idem_tests::sentinel::{PrivateSentinels, SERVICE};
+use idem_tests::cluster::PrivateCluster;
+use idem_tests::sentinel::{ask, PrivateSentinels, SERVICE};
 
 /// How many times each key's operation ran.
 #[derive(Clone, Default)]
@@ -222,4 +223,116 @@ async fn a_claim_after_a_failover_gets_a_greater_token_replicated_or_not() {
     // The record was lost: a token from the new primary's clock, greater
     // because that clock is past the old primary's at the first claim.
     assert!(retry(store, lost).await > first_lost);
+}
+
+/// The same story on a Redis Cluster (three primaries, a replica each): the
+/// replication of every shard held back, twenty operations, one primary
+/// killed, its replica promoted by the cluster, every key retried. Returns
+/// the tally and how many of the twenty lived on the killed primary.
+async fn cluster_failover_story(durable: bool) -> (Tally, usize) {
+    let mut cluster = PrivateCluster::start();
+    let mut engines = Vec::new();
+    let mut store = None;
+    for _ in 0..2 {
+        let s = RedisStore::connect_cluster(cluster.node_urls())
+            .await
+            .expect("the cluster")
+            .with_prefix("failover:")
+            .with_timeout(Duration::from_secs(1));
+        let s = if durable {
+            s.with_replication(1, Duration::from_millis(200))
+        } else {
+            s
+        };
+        store = Some(s.clone());
+        engines.push(Engine::new(s).with_policy(Policy::default().lease(Duration::from_secs(5))));
+    }
+    let store = store.expect("a store");
+    let effects = Effects::default();
+    let keys: Vec<String> = (0..40).map(|i| format!("debit-{i}")).collect();
+    let mut tally = Tally::default();
+
+    for (i, key) in keys[..20].iter().enumerate() {
+        let answer = attempt(&engines[i % 2], &effects, key).await;
+        assert!(
+            matches!(answer, Ok(Ran::Executed(100))),
+            "{key}: {answer:?}"
+        );
+    }
+    cluster.hold_replication(true);
+    let during = futures_util::future::join_all(
+        keys[20..]
+            .iter()
+            .enumerate()
+            .map(|(i, key)| attempt(&engines[i % 2], &effects, key)),
+    )
+    .await;
+    for answer in &during {
+        match answer {
+            Ok(Ran::Executed(100)) => assert!(!durable, "acted on an unreplicated claim"),
+            Err(Error::Store(_)) if durable => tally.unavailable += 1,
+            other => panic!("during the lag: {other:?}"),
+        }
+    }
+    // Which of the twenty live on the primary about to die.
+    let doomed = cluster.primary_port(0);
+    let on_doomed = keys[20..]
+        .iter()
+        .filter(|key| {
+            let record = store.key(call(key).record_id());
+            ask(doomed, &format!("EXISTS {record}")).is_some_and(|r| r.starts_with(":1"))
+        })
+        .count();
+    let successor = cluster.kill_primary(0);
+    cluster.hold_replication(false);
+    cluster.wait_for_promotion(successor);
+    // Its shard has no replica left: with the setting it refuses changes
+    // until one is back, as here the old node, rejoining as a replica.
+    cluster.restart_as_replica(0);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (i, key) in keys.iter().enumerate() {
+        let mut n = i;
+        loop {
+            match attempt(&engines[n % 2], &effects, key).await {
+                Ok(Ran::Executed(100) | Ran::Replayed(100)) => break,
+                Err(Error::Store(_) | Error::InFlight { .. }) => tally.unavailable += 1,
+                other => panic!("{key}: {other:?}"),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{key}: no answer after the failover"
+            );
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    for key in &keys {
+        match effects.of(key) {
+            0 => tally.lost += 1,
+            1 => {}
+            _ => tally.doubled += 1,
+        }
+    }
+    (tally, on_doomed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_with_replication_a_shard_failover_doubles_nothing_and_loses_nothing() {
+    let (tally, _) = cluster_failover_story(true).await;
+    assert_eq!((tally.doubled, tally.lost), (0, 0), "{tally:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_without_replication_the_killed_shard_s_acknowledged_operations_run_again() {
+    let (tally, on_doomed) = cluster_failover_story(false).await;
+    assert!(
+        on_doomed > 0,
+        "some of the twenty lived on the killed primary"
+    );
+    assert_eq!(
+        (tally.doubled, tally.lost),
+        (on_doomed, 0),
+        "every operation the killed primary alone had acknowledged ran again: {tally:?}"
+    );
 }

@@ -54,7 +54,13 @@ impl Connection {
             }
             Self::Cluster(c) => {
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
-                c.route_pipeline(pipe.clone(), 0, pipe.len(), route).await
+                // A routed pipeline answers a command's error as a reply:
+                // made an error here, as the other connections do.
+                c.route_pipeline(pipe.clone(), 0, pipe.len(), route)
+                    .await?
+                    .into_iter()
+                    .map(Value::extract_error)
+                    .collect()
             }
         }
     }
