@@ -171,6 +171,38 @@ async fn through_pgbouncer_waiting_duplicates_are_woken_by_listen_on_a_direct_co
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_sentinel_after_a_failover_waiting_duplicates_are_woken_by_the_new_primary() {
+    let mut topology = idem_tests::sentinel::PrivateSentinels::start();
+    let store = idem_redis::RedisStore::connect_sentinel(
+        topology.sentinel_urls(),
+        idem_tests::sentinel::SERVICE,
+    )
+    .await
+    .expect("the Sentinels name a primary")
+    .with_prefix("wake:")
+    .with_timeout(Duration::from_millis(500));
+    let warm = RecordId::from_bytes([7; 32]);
+    store.changed(&warm, Duration::from_millis(50)).await;
+    let old = topology.kill_primary();
+    topology.wait_for_promotion(old);
+    // The store and its wake channel find the new primary (the channel
+    // retries its subscription every second).
+    for _ in 0..40 {
+        let _ = store.inspect(&warm).await;
+        store.changed(&warm, Duration::from_millis(100)).await;
+    }
+    let (answers, begins) = hundred_waiters_on(store, Ok(7), Duration::from_millis(400)).await;
+    for (answer, _) in &answers {
+        assert_eq!(answer, &Ok(Ran::Replayed(7)));
+    }
+    assert_eq!(
+        begins,
+        1 + 2 * 100,
+        "woken by the subscription on the new primary (polling asks 6 times each)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_redis_waiting_duplicates_are_woken_by_the_completion_not_by_polls() {
     let store = idem_redis::RedisStore::connect(&idem_tests::redis_url())
         .await

@@ -64,6 +64,10 @@ impl Wakes {
             let mut pubsub = match self.server.client().get_async_pubsub().await {
                 Ok(pubsub) => pubsub,
                 Err(e) => {
+                    if let Server::Followed(followed) = &self.server {
+                        // The primary may have moved: ask the Sentinels.
+                        followed.refresh_soon(followed.connection().0);
+                    }
                     tracing::warn!(target: "idem", error = ?e.kind(), "redis wake channel: cannot connect; waiters poll");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
