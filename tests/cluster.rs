@@ -7,10 +7,10 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::replication_proxy::ReplicationProxy;
-use crate::sentinel::ask;
+use crate::sentinel::{ask, wait_until};
 
 /// One primary: its own port, its proxy, its process.
 struct Primary {
@@ -38,17 +38,6 @@ fn free_port() -> u16 {
             return port;
         }
     }
-}
-
-fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what} within {limit:?}");
 }
 
 fn node(dir: &std::path::Path, port: u16) -> Child {

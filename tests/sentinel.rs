@@ -62,7 +62,8 @@ fn field(reply: &str, name: &str) -> Option<String> {
     lines.get(at + 2).map(|v| (*v).to_owned())
 }
 
-fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+/// Polls `ok` until it holds; panics after `limit` naming `what`.
+pub(crate) fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if ok() {

@@ -91,72 +91,108 @@ struct Tally {
 /// answers were lost would.
 async fn failover_story(durable: bool) -> Tally {
     let mut topology = PrivateSentinels::start();
-    let engines = [
+    let mut load = Load::new([
         instance(&topology, durable).await,
         instance(&topology, durable).await,
-    ];
-    let effects = Effects::default();
-    let keys: Vec<String> = (0..40).map(|i| format!("debit-{i}")).collect();
-    let mut tally = Tally::default();
-
-    for (i, key) in keys[..20].iter().enumerate() {
-        let answer = attempt(&engines[i % 2], &effects, key).await;
-        assert!(
-            matches!(answer, Ok(Ran::Executed(100))),
-            "{key}: {answer:?}"
-        );
-    }
+    ]);
+    load.before_the_lag().await;
     topology.hold_replication(true);
-    let during = futures_util::future::join_all(
-        keys[20..]
-            .iter()
-            .enumerate()
-            .map(|(i, key)| attempt(&engines[i % 2], &effects, key)),
-    )
-    .await;
-    for answer in &during {
-        match answer {
-            Ok(Ran::Executed(100)) => assert!(!durable, "acted on an unreplicated claim"),
-            // Not replicated in time, or no answer in time: nothing ran.
-            Err(Error::Store(e)) => {
-                assert!(durable, "{e}");
-                tally.unavailable += 1;
-            }
-            other => panic!("during the lag: {other:?}"),
-        }
-    }
-    if durable {
-        let ran: usize = keys[20..].iter().map(|k| effects.of(k)).sum();
-        assert_eq!(ran, 0, "nothing runs on a claim the replicas do not have");
-    }
+    load.during_the_lag(durable).await;
     let old = topology.kill_primary();
     topology.wait_for_promotion(old);
+    load.after_the_failover().await;
+    load.tally()
+}
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for (i, key) in keys.iter().enumerate() {
-        let mut n = i;
-        loop {
-            match attempt(&engines[n % 2], &effects, key).await {
-                Ok(Ran::Executed(100) | Ran::Replayed(100)) => break,
-                Err(Error::Store(_) | Error::InFlight { .. }) => tally.unavailable += 1,
-                other => panic!("{key}: {other:?}"),
-            }
+/// Forty operations (`debit-0` to `debit-39`) on two instances, their
+/// effects counted outside Redis.
+struct Load {
+    engines: [Engine; 2],
+    effects: Effects,
+    keys: Vec<String>,
+    tally: Tally,
+}
+
+impl Load {
+    fn new(engines: [Engine; 2]) -> Self {
+        Self {
+            engines,
+            effects: Effects::default(),
+            keys: (0..40).map(|i| format!("debit-{i}")).collect(),
+            tally: Tally::default(),
+        }
+    }
+
+    /// The first twenty, one by one, replicated as usual.
+    async fn before_the_lag(&self) {
+        for (i, key) in self.keys[..20].iter().enumerate() {
+            let answer = attempt(&self.engines[i % 2], &self.effects, key).await;
             assert!(
-                Instant::now() < deadline,
-                "{key}: no answer after the failover"
+                matches!(answer, Ok(Ran::Executed(100))),
+                "{key}: {answer:?}"
             );
-            n += 1;
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    for key in &keys {
-        match effects.of(key) {
-            0 => tally.lost += 1,
-            1 => {}
-            _ => tally.doubled += 1,
+
+    /// The other twenty at once, while replication is held back: run
+    /// without the setting, refused (nothing run) with it.
+    async fn during_the_lag(&mut self, durable: bool) {
+        let during = futures_util::future::join_all(
+            self.keys[20..]
+                .iter()
+                .enumerate()
+                .map(|(i, key)| attempt(&self.engines[i % 2], &self.effects, key)),
+        )
+        .await;
+        for answer in &during {
+            match answer {
+                Ok(Ran::Executed(100)) => assert!(!durable, "acted on an unreplicated claim"),
+                // Not replicated in time, or no answer in time: nothing ran.
+                Err(Error::Store(e)) => {
+                    assert!(durable, "{e}");
+                    self.tally.unavailable += 1;
+                }
+                other => panic!("during the lag: {other:?}"),
+            }
+        }
+        if durable {
+            let ran: usize = self.keys[20..].iter().map(|k| self.effects.of(k)).sum();
+            assert_eq!(ran, 0, "nothing runs on a claim the replicas do not have");
         }
     }
-    tally
+
+    /// Every key retried until it gets an answer, alternating instances.
+    async fn after_the_failover(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for (i, key) in self.keys.iter().enumerate() {
+            let mut n = i;
+            loop {
+                match attempt(&self.engines[n % 2], &self.effects, key).await {
+                    Ok(Ran::Executed(100) | Ran::Replayed(100)) => break,
+                    Err(Error::Store(_) | Error::InFlight { .. }) => self.tally.unavailable += 1,
+                    other => panic!("{key}: {other:?}"),
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{key}: no answer after the failover"
+                );
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    /// How many ran twice, and never.
+    fn tally(mut self) -> Tally {
+        for key in &self.keys {
+            match self.effects.of(key) {
+                0 => self.tally.lost += 1,
+                1 => {}
+                _ => self.tally.doubled += 1,
+            }
+        }
+        self.tally
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,52 +267,29 @@ async fn a_claim_after_a_failover_gets_a_greater_token_replicated_or_not() {
 /// the tally and how many of the twenty lived on the killed primary.
 async fn cluster_failover_story(durable: bool) -> (Tally, usize) {
     let mut cluster = PrivateCluster::start();
-    let mut engines = Vec::new();
-    let mut store = None;
+    let mut stores = Vec::new();
     for _ in 0..2 {
-        let s = RedisStore::connect_cluster(cluster.node_urls())
+        let store = RedisStore::connect_cluster(cluster.node_urls())
             .await
             .expect("the cluster")
             .with_prefix("failover:")
             .with_timeout(Duration::from_secs(1));
-        let s = if durable {
-            s.with_replication(1, Duration::from_millis(200))
+        stores.push(if durable {
+            store.with_replication(1, Duration::from_millis(200))
         } else {
-            s
-        };
-        store = Some(s.clone());
-        engines.push(Engine::new(s).with_policy(Policy::default().lease(Duration::from_secs(5))));
+            store
+        });
     }
-    let store = store.expect("a store");
-    let effects = Effects::default();
-    let keys: Vec<String> = (0..40).map(|i| format!("debit-{i}")).collect();
-    let mut tally = Tally::default();
-
-    for (i, key) in keys[..20].iter().enumerate() {
-        let answer = attempt(&engines[i % 2], &effects, key).await;
-        assert!(
-            matches!(answer, Ok(Ran::Executed(100))),
-            "{key}: {answer:?}"
-        );
-    }
+    let store = stores[0].clone();
+    let engine =
+        |s: RedisStore| Engine::new(s).with_policy(Policy::default().lease(Duration::from_secs(5)));
+    let mut load = Load::new([engine(stores[0].clone()), engine(stores[1].clone())]);
+    load.before_the_lag().await;
     cluster.hold_replication(true);
-    let during = futures_util::future::join_all(
-        keys[20..]
-            .iter()
-            .enumerate()
-            .map(|(i, key)| attempt(&engines[i % 2], &effects, key)),
-    )
-    .await;
-    for answer in &during {
-        match answer {
-            Ok(Ran::Executed(100)) => assert!(!durable, "acted on an unreplicated claim"),
-            Err(Error::Store(_)) if durable => tally.unavailable += 1,
-            other => panic!("during the lag: {other:?}"),
-        }
-    }
+    load.during_the_lag(durable).await;
     // Which of the twenty live on the primary about to die.
     let doomed = cluster.primary_port(0);
-    let on_doomed = keys[20..]
+    let on_doomed = load.keys[20..]
         .iter()
         .filter(|key| {
             let record = store.key(call(key).record_id());
@@ -289,32 +302,8 @@ async fn cluster_failover_story(durable: bool) -> (Tally, usize) {
     // Its shard has no replica left: with the setting it refuses changes
     // until one is back, as here the old node, rejoining as a replica.
     cluster.restart_as_replica(0);
-
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for (i, key) in keys.iter().enumerate() {
-        let mut n = i;
-        loop {
-            match attempt(&engines[n % 2], &effects, key).await {
-                Ok(Ran::Executed(100) | Ran::Replayed(100)) => break,
-                Err(Error::Store(_) | Error::InFlight { .. }) => tally.unavailable += 1,
-                other => panic!("{key}: {other:?}"),
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{key}: no answer after the failover"
-            );
-            n += 1;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    for key in &keys {
-        match effects.of(key) {
-            0 => tally.lost += 1,
-            1 => {}
-            _ => tally.doubled += 1,
-        }
-    }
-    (tally, on_doomed)
+    load.after_the_failover().await;
+    (load.tally(), on_doomed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
