@@ -1,0 +1,114 @@
+//! The Redis the tests use: the shared server and cluster, and a server of
+//! a test's own that it can kill and restart.
+
+use std::time::Duration;
+
+/// The Redis server the tests use (`IDEM_TEST_REDIS_URL`, default the local one).
+pub fn redis_url() -> String {
+    std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The Redis Cluster nodes the tests use (`IDEM_TEST_REDIS_CLUSTER`, comma
+/// separated; default the three nodes `scripts/services.sh` starts).
+pub fn redis_cluster_nodes() -> Vec<String> {
+    std::env::var("IDEM_TEST_REDIS_CLUSTER")
+        .unwrap_or_else(|_| {
+            "redis://127.0.0.1:7301,redis://127.0.0.1:7302,redis://127.0.0.1:7303".into()
+        })
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A `redis-server` of a test's own, on a free port, killed when dropped.
+/// With `persistent`, it keeps an append-only file synced on every write,
+/// so that a restart after `SIGKILL` finds every acknowledged record.
+pub struct PrivateRedis {
+    child: Option<std::process::Child>,
+    port: u16,
+    dir: std::path::PathBuf,
+    persistent: bool,
+}
+
+impl PrivateRedis {
+    /// Starts a server and waits until it answers.
+    pub fn start(persistent: bool) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let dir =
+            std::env::temp_dir().join(format!("idem-private-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("redis dir");
+        let mut server = Self {
+            child: None,
+            port,
+            dir,
+            persistent,
+        };
+        server.restart();
+        server
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server with `SIGKILL`: no shutdown, no final save.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and directory.
+    pub fn restart(&mut self) {
+        self.kill();
+        let mut cmd = std::process::Command::new("redis-server");
+        cmd.args([
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .arg("--dir")
+        .arg(&self.dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        if self.persistent {
+            cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+        } else {
+            cmd.args(["--appendonly", "no"]);
+        }
+        self.child = Some(
+            cmd.spawn()
+                .expect("redis-server on PATH (scripts/services.sh installs it)"),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 64];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read(&mut buf)
+                        .is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
+                {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("private redis-server on port {} did not start", self.port);
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
