@@ -58,6 +58,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
 mod operations;
+mod record;
 mod sentinel;
 mod slot;
 mod transaction;

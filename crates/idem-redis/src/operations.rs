@@ -8,6 +8,8 @@ use idem_core::{
 };
 use redis::Value;
 
+use crate::record::{COMPLETED, FINGERPRINT, IN_FLIGHT, OUTCOME, RELEASED, TOKEN};
+
 /// A token as the records spell it, read back.
 pub(crate) fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
     std::str::from_utf8(bytes)
@@ -29,18 +31,20 @@ pub(crate) fn inspected(reply: &Value) -> Result<Option<RecordInfo>, StoreError>
         },
         _ => return Err(corrupt()),
     };
-    if value.len() < 49 {
+    if value.len() < OUTCOME {
         return Err(corrupt());
     }
-    let fingerprint: [u8; 32] = value[1..33].try_into().map_err(|_| corrupt())?;
-    let token = parse_token(&value[33..49])?;
+    let fingerprint: [u8; 32] = value[FINGERPRINT].try_into().map_err(|_| corrupt())?;
+    let token = parse_token(&value[TOKEN])?;
     let left = Duration::from_millis(u64::try_from(ttl).unwrap_or(0));
     let state = match value[0] {
-        b'F' => RecordInfoState::InFlight { lease_left: left },
-        b'C' => RecordInfoState::Completed {
+        IN_FLIGHT => RecordInfoState::InFlight { lease_left: left },
+        COMPLETED => RecordInfoState::Completed {
             expires_in: left,
-            outcome: Outcome::new(value[49..].to_vec()),
+            outcome: Outcome::new(value[OUTCOME..].to_vec()),
         },
+        // Not live (the script leaves these out; this keeps the rule here).
+        RELEASED => return Ok(None),
         _ => return Err(corrupt()),
     };
     Ok(Some(RecordInfo {

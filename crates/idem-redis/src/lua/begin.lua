@@ -1,18 +1,31 @@
+-- begin(fingerprint, lease_ms), on KEYS[1], the record.
+-- The record is one string: state (1 byte: 'F' 70 in flight, 'C' 67
+-- completed, 'R' 82 released or removed), fingerprint (bytes 2-33), fencing
+-- token (bytes 34-49, 16 digits), then the outcome of a completed record.
+-- The key expires with the lease (in flight) or the TTL (completed), so a
+-- record that is not live is a missing key (or 'R', kept 1 ms).
+-- Each branch names its row of idem_core::machine's table.
+local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82
 local t = redis.call('TIME')
 local us = t[2]
 local now = t[1] .. string.rep('0', 6 - #us) .. us
+-- none | begin -> Acquired: put in flight, token from the clock.
 if redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. now, 'NX', 'PX', ARGV[2]) then
   return now
 end
 local v = redis.call('GET', KEYS[1])
 if not v or #v < 49 then error('idem: corrupt record') end
 local state = string.byte(v)
-if state ~= 82 then
+if state ~= RELEASED then
+  -- in flight or completed, other fingerprint | begin -> Mismatch.
   if string.sub(v, 2, 33) ~= ARGV[1] then return {'M'} end
-  if state == 70 then return {'I', redis.call('PTTL', KEYS[1])} end
-  if state == 67 then return {'R', string.sub(v, 50)} end
+  -- in flight, same fingerprint | begin -> InFlight { retry_after }.
+  if state == IN_FLIGHT then return {'I', redis.call('PTTL', KEYS[1])} end
+  -- completed, same fingerprint | begin -> Replay(outcome).
+  if state == COMPLETED then return {'R', string.sub(v, 50)} end
   error('idem: corrupt record')
 end
+-- none (released, not live) | begin -> Acquired: token max(previous + 1, now).
 local token = string.format('%016.0f', math.max(tonumber(string.sub(v, 34, 49)) + 1, tonumber(now)))
 redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. token, 'PX', ARGV[2])
 return token

@@ -6,12 +6,17 @@
 -- with ARGV[6+n ..] the writes ('S' .. value to set, 'D' to delete).
 -- Replies 1 committed, 2 committed before by this token (nothing applied
 -- again), 0 the claim is lost (nothing applied), {3, i} the i-th read
--- changed (nothing applied).
+-- changed (nothing applied). The record's layout is in begin.lua; each
+-- branch names its row of idem_core::machine's table.
+local IN_FLIGHT, COMPLETED, SET = 70, 67, 83
 local v = redis.call('GET', KEYS[1])
+-- anything else | complete -> LeaseLost: nothing applied.
 if not v or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
 local state = string.byte(v)
-if state == 67 then return 2 end
-if state ~= 70 then return 0 end
+-- completed by the holder's token | complete -> Completed: a resent commit,
+-- nothing applied again.
+if state == COMPLETED then return 2 end
+if state ~= IN_FLIGHT then return 0 end
 local n = tonumber(ARGV[5])
 for i = 1, n do
   local now = redis.call('GET', KEYS[1 + i])
@@ -24,12 +29,13 @@ for i = 1, n do
 end
 for i = 2 + n, #KEYS do
   local write = ARGV[4 + i]
-  if string.byte(write) == 83 then
+  if string.byte(write) == SET then
     redis.call('SET', KEYS[i], string.sub(write, 2))
   else
     redis.call('DEL', KEYS[i])
   end
 end
+-- in flight, holder's token | complete -> Completed, with the writes.
 redis.call('SET', KEYS[1], 'C' .. string.sub(v, 2, 49) .. ARGV[3], 'PX', ARGV[2])
 if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], KEYS[1]) end
 return 1

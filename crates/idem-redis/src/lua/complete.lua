@@ -1,10 +1,18 @@
+-- complete(token, ttl_ms, outcome, channel), on KEYS[1], the record (layout
+-- in begin.lua). Replies 1 completed (now, or before by this token), 0 the
+-- claim is lost. Each branch names its row of idem_core::machine's table.
+local IN_FLIGHT, COMPLETED = 70, 67
 local v = redis.call('GET', KEYS[1])
+-- anything else | complete -> LeaseLost (no live record, another token).
 if not v or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
 local state = string.byte(v)
-if state == 70 then
+-- in flight, holder's token | complete -> Completed: completed until now + ttl.
+if state == IN_FLIGHT then
   redis.call('SET', KEYS[1], 'C' .. string.sub(v, 2, 49) .. ARGV[3], 'PX', ARGV[2])
   if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], KEYS[1]) end
   return 1
 end
-if state == 67 then return 1 end
+-- completed by the holder's token | complete -> Completed: first outcome kept.
+if state == COMPLETED then return 1 end
+-- anything else | complete -> LeaseLost (released by this token).
 return 0
