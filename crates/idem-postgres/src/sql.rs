@@ -71,7 +71,13 @@ impl Sql {
             // One statement: claim a new or no-longer-live record, or read the
             // live one. If a concurrent insert commits between this statement's
             // snapshot and its insert, neither part returns a row and the
-            // statement is run again.
+            // statement is run again. Rows of idem_core::machine's table, by
+            // `kind`:
+            // - 'A': none | begin -> Acquired (insert, or take over a record
+            //   that is not live: token max(previous + 1, now));
+            // - 'I': in flight, same fingerprint | begin -> InFlight;
+            // - 'R': completed, same fingerprint | begin -> Replay;
+            // - 'M': in flight or completed, other fingerprint | begin -> Mismatch.
             begin: format!(
                 "WITH clock AS (SELECT clock_timestamp() AS t), \
                  upsert AS ( \
@@ -94,6 +100,8 @@ impl Sql {
                  FROM {t} r, clock WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM upsert)"
             )
             .into(),
+            // in flight, holder's token | complete -> Completed (changed = 1);
+            // anything else changes nothing (see `completed_by`).
             // Each change a waiting duplicate cares about also notifies
             // `channel` (delivered at commit, so a completion inside the
             // caller's transaction wakes waiters once it is visible), but
@@ -110,12 +118,16 @@ impl Sql {
             )
             .into(),
             // Only when `complete` changed nothing: was it completed by this
-            // very token already (a transactional completion)?
+            // very token already (a transactional completion)? completed by
+            // the holder's token | complete -> Completed (first outcome kept);
+            // if not, anything else | complete -> LeaseLost.
             completed_by: format!(
                 "SELECT EXISTS (SELECT 1 FROM {t} \
                    WHERE id = $1 AND token = $2 AND completed AND deadline > clock_timestamp())"
             )
             .into(),
+            // in flight, holder's token | release -> Released (changed = 1);
+            // anything else | release -> LeaseLost.
             release: format!(
                 "WITH done AS ( \
                    UPDATE {t} SET deadline = clock_timestamp() \
@@ -132,6 +144,8 @@ impl Sql {
                  WHERE id = $1 AND NOT completed AND deadline > clock_timestamp()"
             )
             .into(),
+            // in flight, holder's token | renew -> Renewed (one row);
+            // anything else | renew -> LeaseLost.
             renew: format!(
                 "UPDATE {t} SET deadline = clock_timestamp() + $3::bigint * interval '1 microsecond' \
                  WHERE id = $1 AND token = $2 AND NOT completed AND deadline > clock_timestamp()"
@@ -144,7 +158,9 @@ impl Sql {
             )
             .into(),
             // Ended rather than deleted, as a release: the token stays, so
-            // the next claim's is greater.
+            // the next claim's is greater. By (ended, live): (1, 1) completed,
+            // or in flight with force | remove -> Removed; (0, 1) in flight, no
+            // force | remove -> RemoveRefused; (0, 0) none | remove -> Absent.
             remove: format!(
                 "WITH live AS (SELECT completed FROM {t} WHERE id = $1 AND deadline > clock_timestamp()), \
                  ended AS ( \
