@@ -237,7 +237,28 @@ impl Engine {
             operation: &call.operation,
         };
         observe::claims_held(1.0);
-        let claim = Claim::new(call.id, lease, ttl, Arc::clone(&shared));
+        let completion = self
+            .run_holding(call, &mut guard, &shared, lease_len, op)
+            .await;
+        self.settle(call, guard, &shared, completion).await
+    }
+
+    /// The operation's phase: runs `op` under the guard's claim, renewing it
+    /// from a third of `lease_len` on; what the operation completed with.
+    async fn run_holding<T, F, Fut>(
+        &self,
+        call: &Call,
+        guard: &mut Guard<'_>,
+        shared: &Arc<ClaimShared>,
+        lease_len: Duration,
+        op: F,
+    ) -> Completion<T>
+    where
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = Completion<T>>,
+    {
+        let lease = guard.lease;
+        let claim = Claim::new(call.id, lease, guard.ttl, Arc::clone(shared));
         let renew_every = lease_len / 3;
         let fut = op(claim);
         tokio::pin!(fut);
@@ -246,22 +267,33 @@ impl Engine {
         let completion = if let Ok(completion) = tokio::time::timeout(renew_every, &mut fut).await {
             completion
         } else {
-            {
-                guard.renewal = Some(tokio::spawn(renew_loop(
-                    Arc::clone(&self.store),
-                    call.id,
-                    lease,
-                    renew_every,
-                    Arc::clone(&shared),
-                    call.scope.clone(),
-                )));
-                fut.await
-            }
+            guard.renewal = Some(tokio::spawn(renew_loop(
+                Arc::clone(&self.store),
+                call.id,
+                lease,
+                renew_every,
+                Arc::clone(shared),
+                call.scope.clone(),
+            )));
+            fut.await
         };
         if let Some(renewal) = guard.renewal.take() {
             renewal.abort();
         }
+        completion
+    }
 
+    /// The settling phase: records, keeps or releases the claim as the
+    /// operation's completion (or the claim itself, settled by
+    /// `Claim::commit`) says.
+    async fn settle<T>(
+        &self,
+        call: &Call,
+        mut guard: Guard<'_>,
+        shared: &ClaimShared,
+        completion: Completion<T>,
+    ) -> Result<Execution<T>, Error> {
+        let (lease, ttl) = (guard.lease, guard.ttl);
         // The operation settled its claim itself, in its own transaction
         // (`Claim::commit`): that is the outcome, whatever it returned.
         let completion = match shared.settled() {
