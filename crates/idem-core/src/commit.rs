@@ -109,7 +109,7 @@ impl Claim {
             self.settle(Settled::Kept);
             CommitError::Uncertain(e)
         } else {
-            tracing::warn!(target: "idem", record = %self.record_id(), error = %e, decision = "not_recorded", "the outcome could not be recorded in the transaction; rolled back, and the claim is released");
+            tracing::warn!(target: "idem", record = %self.record_id(), error = %e, decision = "rolled_back", "the outcome could not be recorded in the transaction; rolled back, and the claim is released");
             self.settle(Settled::Released);
             CommitError::NotRecorded(e)
         }

@@ -300,7 +300,7 @@ impl Engine {
             None => completion,
             Some(Settled::Recorded) => {
                 guard.state = GuardState::Done;
-                decision(call, "completed_in_transaction");
+                executed(call, "in_transaction");
                 return Ok(Execution::Executed(completion.into_value()));
             }
             Some(Settled::Kept) => Completion::Keep(completion.into_value()),
@@ -312,7 +312,7 @@ impl Engine {
                 let done = guard.complete().await;
                 match done {
                     Ok(()) => {
-                        decision(call, "completed");
+                        executed(call, "completed");
                         Ok(Execution::Executed(value))
                     }
                     Err(e) if e.is_lease_lost() => {
@@ -326,7 +326,7 @@ impl Engine {
                         // that comes back in time still answers retries with
                         // this result instead of running the operation again.
                         observe::decision(&call.operation, "completed_late");
-                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "completing_in_background", "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
+                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "completed_late", "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
                         if let Some(outcome) = guard.take_outcome() {
                             settle_later(
                                 Arc::clone(&self.store),
@@ -343,7 +343,7 @@ impl Engine {
             }
             Completion::Keep(value) => {
                 guard.state = GuardState::Done;
-                observe::decision(&call.operation, "not_recorded");
+                observe::decision(&call.operation, "kept");
                 tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "kept", "the operation has no outcome to record; its claim is kept until the lease ends");
                 Ok(Execution::Executed(value))
             }
@@ -454,11 +454,15 @@ enum Acquire {
     Replay(Outcome),
 }
 
+/// One decision about `call`, by one name in the log and the metric.
 fn decision(call: &Call, decision: &'static str) {
     tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision);
-    let outcome = match decision {
-        "completed" | "completed_in_transaction" => "executed",
-        other => other,
-    };
-    observe::decision(&call.operation, outcome);
+    observe::decision(&call.operation, decision);
+}
+
+/// The `executed` decision; `how` tells apart, in the log only, how its
+/// outcome was recorded (`completed`, or `in_transaction` by the operation).
+fn executed(call: &Call, how: &'static str) {
+    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "executed", how);
+    observe::decision(&call.operation, "executed");
 }

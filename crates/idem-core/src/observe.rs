@@ -4,7 +4,7 @@
 //!
 //! | name | kind | attributes | what |
 //! | --- | --- | --- | --- |
-//! | `idem.decisions` | counter | `idem.operation`, `idem.outcome` | one per call: `executed`, `replayed`, `in_flight`, `mismatch`, `released`, `lease_lost`, `store_error`, `completed_late`, `not_recorded`, `abandoned` |
+//! | `idem.decisions` | counter | `idem.operation`, `idem.outcome` | one per call: `executed`, `replayed`, `in_flight`, `mismatch`, `released`, `lease_lost`, `store_error`, `completed_late`, `kept`, `abandoned`; logs name the same decisions by the same words (field `decision`) |
 //! | `idem.store.duration` | histogram, seconds | `idem.store`, `idem.transition` | every store call: `begin`, `complete`, `release`, `renew`, `inspect`, `remove` |
 //! | `idem.claims.held` | gauge | | operations running under a claim in this process |
 

@@ -133,3 +133,20 @@ async fn a_dashboard_sees_each_decision_once_and_every_store_call() {
         "no claim held once all finished"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_operation_with_nothing_to_record_is_counted_as_kept() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter: Snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let engine = Engine::new(MemoryStore::new());
+    let ran = engine
+        .execute(&call("order-3", 1), |_| async {
+            idem_core::Completion::Keep(5)
+        })
+        .await;
+    assert!(ran.is_ok());
+    let entries = snapshotter.snapshot().into_vec();
+    assert_eq!(decisions(&entries, "kept"), 1);
+    assert_eq!(decisions(&entries, "executed"), 0);
+}
