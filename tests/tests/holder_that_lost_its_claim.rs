@@ -221,6 +221,35 @@ async fn record_force_removed_mid_debit_debits_once_on_postgres() {
     record_force_removed_mid_debit(store, url).await;
 }
 
+/// Through PgBouncer in transaction mode: the debit commits with its record
+/// in one transaction, on statements with their parameters inlined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_stalls_past_its_lease_and_a_retry_takes_over_through_pgbouncer() {
+    let store = idem_tests::pgbouncer_store().await;
+    let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger migration");
+    stalled_and_taken_over(Arc::new(store), Arc::new(ledger)).await;
+}
+
+/// Behind Sentinel with `with_replication`: the commit and its `WAIT` in one
+/// round trip, and the stalled holder's commit refused all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_stalls_past_its_lease_and_a_retry_takes_over_behind_sentinel_with_replication() {
+    let store = idem_tests::sentinel::sentinel_store().await;
+    let prefix = unique_prefix("stall-sentinel");
+    // The shared Sentinels never fail over: their primary is 7401.
+    let ledger: Arc<dyn Ledger> = Arc::new(
+        RedisLedger::connect(
+            "redis://127.0.0.1:7401",
+            &store,
+            &format!("{prefix}balance:"),
+        )
+        .await
+        .expect("redis ledger"),
+    );
+    stalled_and_taken_over(Arc::new(store), ledger).await;
+}
+
 /// The debit charges a payment provider before it debits the ledger. The
 /// holder charges, then stalls past its lease; the takeover on the other
 /// instance charges again with the same downstream key, and the provider
