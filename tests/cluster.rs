@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::ports::wait_until;
 use crate::replication_proxy::ReplicationProxy;
-use crate::sentinel::{ask, wait_until};
+use crate::sentinel::ask;
 
 /// One primary: its own port, its proxy, its process.
 struct Primary {
@@ -27,13 +28,10 @@ pub struct PrivateCluster {
     replicas: Vec<(u16, Child)>,
 }
 
+/// A free port whose cluster bus port (the port + 10000) is free too.
 fn free_port() -> u16 {
-    // Cluster bus ports are the ports + 10000: stay below 55535.
     loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = crate::ports::free_port();
         if port < 55_000 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
             return port;
         }

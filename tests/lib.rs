@@ -4,13 +4,15 @@
 //! (`fake_stores`), direct claims (`claims`), unique names (`unique`), the
 //! Redis (`redis`), Sentinel (`sentinel`), Cluster (`cluster`) and
 //! replication proxy (`replication_proxy`) topologies, PostgreSQL
-//! (`postgres`) and PgBouncer (`pgbouncer`).
+//! (`postgres`) and PgBouncer (`pgbouncer`), and free ports and waiting for
+//! servers (`ports`).
 
 mod claims;
 pub mod cluster;
 mod fake_stores;
 mod hang_up;
 mod pgbouncer;
+mod ports;
 mod postgres;
 mod redis;
 pub mod replication_proxy;

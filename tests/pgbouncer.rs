@@ -56,10 +56,7 @@ pub struct PrivatePgBouncer {
 impl PrivatePgBouncer {
     /// Starts it and waits until it accepts connections.
     pub fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = crate::ports::free_port();
         let dir =
             std::env::temp_dir().join(format!("idem-pgbouncer-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("pgbouncer dir");
@@ -125,14 +122,10 @@ impl PrivatePgBouncer {
                 .spawn()
                 .expect("pgbouncer on PATH (scripts/services.sh installs it)"),
         );
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("private pgbouncer on port {} did not start", self.port);
+        let port = self.port;
+        crate::ports::wait_until("the private pgbouncer up", Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
     }
 }
 

@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use crate::ports::wait_until;
+use crate::sentinel::ask;
+
 /// The Redis server the tests use (`IDEM_TEST_REDIS_URL`, default the local one).
 pub fn redis_url() -> String {
     std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
@@ -33,10 +36,7 @@ pub struct PrivateRedis {
 impl PrivateRedis {
     /// Starts a server and waits until it answers.
     pub fn start(persistent: bool) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = crate::ports::free_port();
         let dir =
             std::env::temp_dir().join(format!("idem-private-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("redis dir");
@@ -88,21 +88,12 @@ impl PrivateRedis {
             cmd.spawn()
                 .expect("redis-server on PATH (scripts/services.sh installs it)"),
         );
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
-                use std::io::{Read, Write};
-                let mut buf = [0u8; 64];
-                if s.write_all(b"PING\r\n").is_ok()
-                    && s.read(&mut buf)
-                        .is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
-                {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("private redis-server on port {} did not start", self.port);
+        let port = self.port;
+        wait_until(
+            "the private redis-server up",
+            Duration::from_secs(10),
+            || ask(port, "PING").is_some_and(|r| r.starts_with("+PONG")),
+        );
     }
 }
 

@@ -10,8 +10,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::ports::{free_port, wait_until};
 use crate::replication_proxy::ReplicationProxy;
 
 /// The service name the Sentinels monitor.
@@ -25,13 +26,6 @@ pub struct PrivateSentinels {
     sentinels: Vec<(u16, Option<Child>)>,
     /// The proxy the replicas replicate through.
     proxy: ReplicationProxy,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// Sends one inline command to 127.0.0.1:`port`; the raw reply.
@@ -60,18 +54,6 @@ fn field(reply: &str, name: &str) -> Option<String> {
     let lines: Vec<&str> = reply.lines().collect();
     let at = lines.iter().position(|l| *l == name)?;
     lines.get(at + 2).map(|v| (*v).to_owned())
-}
-
-/// Polls `ok` until it holds; panics after `limit` naming `what`.
-pub(crate) fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{what} within {limit:?}");
 }
 
 impl PrivateSentinels {

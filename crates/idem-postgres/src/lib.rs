@@ -323,9 +323,17 @@ impl PgStore {
         lease: &Lease,
         extra: Option<i64>,
     ) -> Result<(), StoreError> {
-        let mut params = vec![Param::Bytes(&id.as_bytes()[..]), Param::Int(token(lease))];
-        params.extend(extra.map(Param::Int));
-        let done = statement::execute(&self.pool, self.sql.persistent, sql, &params)
+        let params = [
+            Param::Bytes(&id.as_bytes()[..]),
+            Param::Int(token(lease)),
+            Param::Int(extra.unwrap_or(0)),
+        ];
+        let params = if extra.is_some() {
+            &params[..]
+        } else {
+            &params[..2]
+        };
+        let done = statement::execute(&self.pool, self.sql.persistent, sql, params)
             .await
             .map_err(|e| db_error(what, e))?;
         if done.rows_affected() == 1 {

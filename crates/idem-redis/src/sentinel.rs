@@ -22,7 +22,6 @@ pub(crate) struct Followed {
     current: RwLock<Current>,
 }
 
-#[derive(Clone)]
 struct Current {
     /// Bumped at each switch, so that one failure triggers one lookup.
     generation: u64,
@@ -68,22 +67,22 @@ impl Followed {
         })
     }
 
-    fn current(&self) -> Current {
+    fn current(&self) -> std::sync::RwLockReadGuard<'_, Current> {
         self.current
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
     }
 
-    /// The connection to the primary, and its generation.
+    /// The connection to the primary, and its generation (on every call:
+    /// only these two are cloned).
     pub(crate) fn connection(&self) -> (u64, ConnectionManager) {
         let current = self.current();
-        (current.generation, current.connection)
+        (current.generation, current.connection.clone())
     }
 
     /// A client of the primary (for the wake channel's subscription).
     pub(crate) fn client(&self) -> redis::Client {
-        self.current().client
+        self.current().client.clone()
     }
 
     /// After a failure of a call made on `generation`'s connection: asks
