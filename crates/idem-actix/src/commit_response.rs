@@ -2,25 +2,12 @@
 //! transaction of its store, committed with its writes, only while its
 //! claim holds, or not at all. The same call as idem-axum's.
 
-use std::future::Future;
-
 use actix_web::HttpResponse;
 use idem_core::{Claim, CommitError, StoreTransaction};
-use idem_http::{not_recorded, Problem, Settings};
+use idem_http::Problem;
 
 use crate::problem::problem_response;
-use crate::record::{self, Buffered};
-
-tokio::task_local! {
-    /// The settings of the route whose handler this task runs.
-    static RUN: Settings;
-}
-
-/// Runs the handler's future with the route's `settings` at hand for
-/// [`commit_response`].
-pub(crate) async fn with_settings<F: Future>(settings: Settings, handler: F) -> F::Output {
-    RUN.scope(settings, handler).await
-}
+use crate::respond::Actix;
 
 /// What the transaction read changed before it could commit
 /// ([`try_commit_response`]): nothing was applied, and the claim is still
@@ -72,19 +59,9 @@ pub async fn try_commit_response<T: StoreTransaction>(
     claim: &Claim,
     response: HttpResponse,
 ) -> Result<HttpResponse, Conflict> {
-    let settings = RUN.try_with(|s| *s).unwrap_or_default();
-    if !settings.record.records(response.status().as_u16()) {
-        claim.roll_back(tx).await;
-        return Ok(response);
-    }
-    let limit = settings.max_response_body;
-    let (response, outcome) = match record::buffer(response, limit).await {
-        Buffered::Whole(response, outcome) => (response, outcome),
-        Buffered::NotRecordable(response) => (response, not_recorded(limit)),
-    };
-    match claim.commit(tx, &outcome).await {
-        Ok(()) => Ok(response),
-        Err(e @ CommitError::Conflict(_)) => Err(Conflict(e)),
-        Err(e) => Ok(problem_response(&Problem::for_commit_error(&e))),
+    let actix = Actix(idem_http::current_settings());
+    match idem_http::commit_answer(&actix, tx, claim, Ok(response)).await {
+        Ok(answer) => Ok(answer.unwrap_or_else(|e| e.error_response())),
+        Err(e) => Err(Conflict(e)),
     }
 }

@@ -16,8 +16,8 @@ use idem_http::{
     add_body, is_json, key_from_values, request_fingerprint, Problem, Settings, IDEMPOTENCY_KEY,
 };
 
+use crate::body::read_body;
 use crate::problem::problem_response;
-use crate::read_body::read_body;
 use crate::respond::respond;
 
 /// What an attribute's handler answers.

@@ -20,14 +20,13 @@
 //! | the client hangs up (RST) mid-handler | the handler finishes and its response is recorded |
 //! | the client hangs up (RST) before its claim was answered | the handler does not start; the claim is released, the retry runs it |
 
+mod body;
 mod commit_response;
 mod config;
 mod handler;
 mod idempotency;
 mod middleware;
 mod problem;
-mod read_body;
-mod record;
 mod respond;
 
 pub use commit_response::{commit_response, try_commit_response, Conflict};

@@ -17,9 +17,9 @@ use idem_http::{
     add_body, is_json, key_from_values, request_fingerprint, Problem, IDEMPOTENCY_KEY,
 };
 
+use crate::body::read_body;
 use crate::config::Config;
 use crate::problem::problem_response;
-use crate::read_body::read_body;
 use crate::respond::respond;
 
 /// The service made by [`Idempotency`](crate::Idempotency).

@@ -187,7 +187,8 @@ async fn look_up_inner(engine: &Engine, query: Option<&str>) -> Result<Response,
 /// A recorded outcome as JSON: the HTTP response it records, or its bytes as
 /// text for a result recorded by `Engine::run`.
 async fn shown(outcome: &idem_core::Outcome) -> Value {
-    let Ok(response) = record::decode(outcome) else {
+    let response = idem_http::decode(outcome).and_then(record::response_of);
+    let Ok(response) = response else {
         return json!({ "text": String::from_utf8_lossy(outcome.as_bytes()) });
     };
     let (parts, body) = response.into_parts();

@@ -2,25 +2,10 @@
 //! database transaction, committed with its writes or not at all.
 
 use axum::response::{IntoResponse, Response};
-use idem_core::{Claim, CommitError, StoreTransaction};
+use idem_core::{Claim, StoreTransaction};
 
 use crate::problem::Problem;
-use crate::record::{self, not_recorded, Buffered};
-use idem_http::Settings;
-
-tokio::task_local! {
-    /// The settings of the route whose handler this task runs.
-    static RUN: Settings;
-}
-
-/// Runs the handler's future with the route's `settings` at hand for
-/// [`commit_response`].
-pub(crate) async fn with_settings<F: std::future::Future>(
-    settings: Settings,
-    handler: F,
-) -> F::Output {
-    RUN.scope(settings, handler).await
-}
+use crate::respond::Axum;
 
 /// What the transaction read changed before it could commit
 /// ([`try_commit_response`]): nothing was applied, and the claim is still
@@ -104,20 +89,8 @@ pub async fn try_commit_response<T: StoreTransaction>(
     claim: &Claim,
     response: impl IntoResponse,
 ) -> Result<Response, Conflict> {
-    let response = response.into_response();
-    let settings = RUN.try_with(|s| *s).unwrap_or_default();
-    if !settings.record.records(response.status().as_u16()) {
-        claim.roll_back(tx).await;
-        return Ok(response);
-    }
-    let limit = settings.max_response_body;
-    let (response, outcome) = match record::buffer(response, limit).await {
-        Buffered::Whole(response, outcome) => (response, outcome),
-        Buffered::NotRecordable(response) => (response, not_recorded(limit)),
-    };
-    match claim.commit(tx, &outcome).await {
-        Ok(()) => Ok(response),
-        Err(e @ CommitError::Conflict(_)) => Err(Conflict(e)),
-        Err(e) => Ok(Problem::from(idem_http::Problem::for_commit_error(&e)).into_response()),
-    }
+    let axum = Axum(idem_http::current_settings());
+    idem_http::commit_answer(&axum, tx, claim, response.into_response())
+        .await
+        .map_err(Conflict)
 }

@@ -29,7 +29,6 @@ use axum::response::{IntoResponse, Response};
 use axum::{Form, Json};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri};
-use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use idem_core::{FingerprintBuilder, FingerprintError};
 use serde::Serialize;
 
@@ -287,13 +286,9 @@ impl BodyValue for String {
 }
 
 async fn read(body: Body, limit: usize) -> Result<Bytes, Response> {
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(Problem::from(idem_http::Problem::too_large(limit)).into_response())
-        }
-        Err(e) => Err(Problem::from(idem_http::Problem::body_unreadable(&e)).into_response()),
-    }
+    idem_http::read_request_body(None, body, limit)
+        .await
+        .map_err(|problem| Problem::from(problem).into_response())
 }
 
 impl BodyValue for Body {

@@ -1,15 +1,12 @@
-//! Recorded responses: a compact binary form of status, end-to-end headers
-//! and body, and the buffering that produces it.
+//! Recorded responses in axum's types: a response encoded the way idem
+//! records it ([`idem_http::encode`]), and read back.
 
 use axum::body::Body;
 use axum::response::Response;
-use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
 use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue, StatusCode};
-use http_body_util::BodyExt;
 use idem_core::Outcome;
-pub(crate) use idem_http::Unreadable;
+use idem_http::{RecordedResponse, Unreadable};
 
 /// Encodes a response the way idem records it (see [`idem_http::encode`]):
 /// status, end-to-end headers (every value, in order) and body. A handler
@@ -24,9 +21,8 @@ pub fn encode(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Outcome {
     idem_http::encode(status.as_u16(), &pairs, body)
 }
 
-/// Decodes a recorded response.
-pub(crate) fn decode(outcome: &Outcome) -> Result<Response, Unreadable> {
-    let recorded = idem_http::decode(outcome)?;
+/// A recorded response, read back as an axum response.
+pub(crate) fn response_of(recorded: RecordedResponse) -> Result<Response, Unreadable> {
     let status = StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
     let mut headers = HeaderMap::with_capacity(recorded.headers.len());
     for (name, value) in recorded.headers {
@@ -40,62 +36,6 @@ pub(crate) fn decode(outcome: &Outcome) -> Result<Response, Unreadable> {
     *response.headers_mut() = headers;
     Ok(response)
 }
-
-/// A response whose body was read for recording.
-pub(crate) enum Buffered {
-    /// The whole body fit within the limit.
-    Whole(Response, Outcome),
-    /// The body is larger than the limit (or failed midway): the response is
-    /// served as it streams, and not recorded.
-    NotRecordable(Response),
-}
-
-/// Reads the response body up to `limit` bytes. Over the limit, the bytes read
-/// so far and the rest of the body are streamed to the client unchanged.
-pub(crate) async fn buffer(response: Response, limit: usize) -> Buffered {
-    let (parts, mut body) = response.into_parts();
-    let mut buf = BytesMut::new();
-    loop {
-        match body.frame().await {
-            None => break,
-            Some(Ok(frame)) => {
-                // Trailers are neither recorded nor replayed.
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                buf.extend_from_slice(&data);
-                if buf.len() > limit {
-                    return Buffered::NotRecordable(Response::from_parts(
-                        parts,
-                        chain(buf.freeze(), body),
-                    ));
-                }
-            }
-            Some(Err(e)) => {
-                tracing::warn!(target: "idem", error = %e, "response body failed; the response is not recorded");
-                let err = futures_util::stream::once(async move { Err::<Bytes, axum::Error>(e) });
-                let prefix =
-                    futures_util::stream::once(futures_util::future::ready(Ok(buf.freeze())));
-                return Buffered::NotRecordable(Response::from_parts(
-                    parts,
-                    Body::from_stream(prefix.chain(err)),
-                ));
-            }
-        }
-    }
-    let bytes = buf.freeze();
-    let outcome = encode(parts.status, &parts.headers, &bytes);
-    Buffered::Whole(Response::from_parts(parts, Body::from(bytes)), outcome)
-}
-
-fn chain(prefix: Bytes, rest: Body) -> Body {
-    let head = futures_util::stream::once(futures_util::future::ready(Ok::<Bytes, axum::Error>(
-        prefix,
-    )));
-    Body::from_stream(head.chain(rest.into_data_stream()))
-}
-
-pub(crate) use idem_http::not_recorded;
 
 #[cfg(test)]
 mod tests {
@@ -125,7 +65,7 @@ mod tests {
         h.append(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
         let body = [0u8, 255, 10];
         let outcome = encode(StatusCode::CREATED, &h, &body);
-        let back = decode(&outcome).expect("decodes");
+        let back = response_of(idem_http::decode(&outcome).expect("decodes")).expect("reads back");
         assert_eq!(back.status(), StatusCode::CREATED);
         let cookies: Vec<_> = back.headers().get_all(header::SET_COOKIE).iter().collect();
         assert_eq!(cookies, ["a=1", "b=2"]);

@@ -10,10 +10,8 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use http::request::Parts;
 use http::{header, Method, Request, StatusCode};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use idem_core::{Call, Engine, Scope};
 use tower_service::Service;
 
@@ -21,7 +19,7 @@ use crate::headers::{is_json, key_from_headers, key_missing};
 use crate::problem::Problem;
 use crate::respond;
 use idem_http::Settings;
-use idem_http::{add_body, request_fingerprint};
+use idem_http::{add_body, read_request_body, request_fingerprint};
 
 /// How a request's scope is read from its head.
 pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, StatusCode> + Send + Sync;
@@ -96,21 +94,13 @@ where
         Ok(scope) => scope,
         Err(status) => return status.into_response(),
     };
-    let limit = config.settings.max_request_body;
-    let declared = parts
+    let length = parts
         .headers
         .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return too_large(limit).into_response();
-    }
-    let bytes: Bytes = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return too_large(limit).into_response()
-        }
-        Err(e) => return Problem::from(idem_http::Problem::body_unreadable(&e)).into_response(),
+        .map(http::HeaderValue::as_bytes);
+    let bytes = match read_request_body(length, body, config.settings.max_request_body).await {
+        Ok(bytes) => bytes,
+        Err(problem) => return Problem::from(problem).into_response(),
     };
 
     let route = parts
@@ -141,8 +131,4 @@ fn pass(result: Result<Response, Infallible>) -> Response {
         Ok(response) => response,
         Err(never) => match never {},
     }
-}
-
-fn too_large(limit: usize) -> Problem {
-    idem_http::Problem::too_large(limit).into()
 }

@@ -3,6 +3,7 @@
 //! future so (`CallerGone`).
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -68,7 +69,7 @@ impl CallerGone {
 }
 
 impl<F: Future + 'static> Future for Detached<F> {
-    /// `None` if a previous poll panicked.
+    /// `None` if the future panicked.
     type Output = Option<F::Output>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -77,12 +78,15 @@ impl<F: Future + 'static> Future for Detached<F> {
         let Some(mut future) = self.future.take() else {
             return Poll::Ready(None);
         };
-        match future.as_mut().poll(cx) {
-            Poll::Ready(output) => Poll::Ready(Some(output)),
-            Poll::Pending => {
+        // A panic is caught here, and the future dropped: the caller gets
+        // `None`, and answers for a handler whose outcome is unknown.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Some(output)),
+            Ok(Poll::Pending) => {
                 self.future = Some(future);
                 Poll::Pending
             }
+            Err(_) => Poll::Ready(None),
         }
     }
 }

@@ -83,8 +83,8 @@ mod deadline;
 mod decompress;
 mod frames;
 mod layer;
-mod record;
 mod record_codes;
+mod respond;
 mod retry_info;
 mod service;
 

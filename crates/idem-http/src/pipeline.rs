@@ -1,0 +1,160 @@
+//! The answer pipeline: a covered request's handler run through the engine,
+//! its answer recorded, a retry answered with the record. Written once for
+//! every adapter; each brings its [`Framework`].
+
+use std::future::Future;
+
+use idem_core::{Call, Claim, CommitError, Completion, Engine, Execution, StoreTransaction};
+
+use crate::framework::{Framework, Recording};
+use crate::headers::IDEMPOTENT_REPLAYED;
+use crate::problem::Problem;
+use crate::record::decode;
+use crate::run::Run;
+use crate::settings::Settings;
+use crate::CallerGone;
+
+/// Runs `handler` through `engine` for `call` and answers: the handler's
+/// answer (recorded for retries when the policy says so), the replay of an
+/// earlier one, or the problem for an engine error.
+///
+/// The steps, for every adapter:
+/// - a caller that went away (`gone`) before the handler started: the claim
+///   is released, nothing runs;
+/// - the handler runs with its route's `settings` at hand
+///   ([`current_settings`](crate::current_settings)) and may hand over its
+///   open transaction ([`hand_over`](crate::hand_over));
+/// - a handler that settled its claim itself (a `commit_response`): its
+///   answer is served as it is;
+/// - else the answer is read for recording ([`Framework::record`]): left
+///   out by the policy, the claim is released (and a transaction handed
+///   over rolled back); too large to record, it is served and retries get
+///   the stand-in;
+/// - the record is written by the engine, or, with a transaction handed
+///   over, inside it ([`Claim::commit`]);
+/// - a replay gets the `Idempotent-Replayed: true` mark.
+///
+/// Run it inside a [`Detached`](crate::Detached), which keeps a handler that
+/// holds a claim from being cancelled half-way.
+pub async fn answer<F, H, Fut>(
+    framework: &F,
+    settings: Settings,
+    engine: &Engine,
+    call: &Call,
+    handler: H,
+    gone: CallerGone,
+) -> F::Answer
+where
+    F: Framework,
+    H: FnOnce(Claim) -> Fut,
+    Fut: Future<Output = F::Answer>,
+{
+    let result = engine
+        .execute(call, |claim| async move {
+            if gone.before_start() {
+                // Nobody waits for this answer, and nothing has run.
+                return Completion::Release(framework.nobody());
+            }
+            let own = claim.clone();
+            let run = Run::new(settings);
+            let answer = run.scope(handler(claim)).await;
+            let pending = run.take_pending();
+            // The handler settled its record itself, in its own transaction:
+            // the engine knows, nothing is encoded again.
+            if own.is_settled() {
+                if let Some(tx) = pending {
+                    tx.roll_back().await;
+                }
+                return Completion::Keep(answer);
+            }
+            let (answer, outcome) = match framework.record(answer).await {
+                Recording::Record(answer, outcome) => (answer, outcome),
+                Recording::Unrecordable(answer) => {
+                    // The handler ran: releasing would let a retry run it
+                    // again. Retries get a stand-in that says so instead.
+                    tracing::warn!(target: "idem", "response not recorded: larger than the limit or unreadable; retries get response-not-recorded");
+                    (answer, framework.not_recorded())
+                }
+                Recording::Release(answer) => {
+                    if let Some(tx) = pending {
+                        tx.roll_back().await;
+                    }
+                    return Completion::Release(answer);
+                }
+            };
+            let Some(tx) = pending else {
+                return Completion::Record {
+                    value: answer,
+                    outcome,
+                };
+            };
+            // The commit tells the engine how the claim ended; what is
+            // returned here is only the answer.
+            match tx.record_and_commit(own, outcome).await {
+                Ok(()) => Completion::Keep(answer),
+                // The claim says what became of it (kept: another call holds
+                // the key, or the commit is uncertain; released: nothing was
+                // applied) except after a conflict, which releases it here.
+                Err(e) => Completion::Release(framework.problem(&Problem::for_commit_error(&e))),
+            }
+        })
+        .await;
+    match result {
+        Ok(Execution::Executed(answer)) => answer,
+        Ok(Execution::Replayed(outcome)) => {
+            let replayed = decode(&outcome).and_then(|mut recorded| {
+                recorded
+                    .headers
+                    .retain(|(name, _)| !name.eq_ignore_ascii_case(IDEMPOTENT_REPLAYED));
+                recorded
+                    .headers
+                    .push((IDEMPOTENT_REPLAYED.to_owned(), b"true".to_vec()));
+                framework.replay(recorded)
+            });
+            replayed.unwrap_or_else(|e| {
+                tracing::error!(target: "idem", record = %call.record_id(), part = e.0, "recorded response cannot be decoded");
+                framework.problem(&Problem::replay_unreadable())
+            })
+        }
+        Err(e) => framework.problem(&Problem::for_error(&e)),
+    }
+}
+
+/// The answer of a handler that panicked (its [`Detached`](crate::Detached)
+/// answered `None`): 500 `handler-failed`. Whatever the handler did may have
+/// taken effect: the engine keeps the claim until its lease ends.
+pub fn panicked<F: Framework>(framework: &F, call: &idem_core::RecordId) -> F::Answer {
+    tracing::error!(target: "idem", record = %call, "the handler panicked; its outcome is unknown and its claim is kept until the lease ends");
+    framework.problem(&Problem::handler_failed())
+}
+
+/// Records `answer` under `claim` inside `tx`, the handler's own open
+/// transaction, and commits: the adapters' `commit_response`. Under the
+/// record policy: an answer left out rolls the transaction back; one too
+/// large to record commits the stand-in.
+///
+/// # Errors
+///
+/// [`CommitError::Conflict`]: what an optimistic transaction read changed;
+/// nothing was applied and the claim still holds. Every other failure is
+/// answered with its problem.
+pub async fn commit_answer<F: Framework, T: StoreTransaction>(
+    framework: &F,
+    tx: T,
+    claim: &Claim,
+    answer: F::Answer,
+) -> Result<F::Answer, CommitError> {
+    let (answer, outcome) = match framework.record(answer).await {
+        Recording::Record(answer, outcome) => (answer, outcome),
+        Recording::Unrecordable(answer) => (answer, framework.not_recorded()),
+        Recording::Release(answer) => {
+            claim.roll_back(tx).await;
+            return Ok(answer);
+        }
+    };
+    match claim.commit(tx, &outcome).await {
+        Ok(()) => Ok(answer),
+        Err(e @ CommitError::Conflict(_)) => Err(e),
+        Err(e) => Ok(framework.problem(&Problem::for_commit_error(&e))),
+    }
+}

@@ -1,0 +1,149 @@
+//! The answer pipeline for tonic: [`Tonic`], a gRPC server's answers as
+//! [`idem_http::answer`] handles them. A recorded call is its headers, its
+//! message frames as sent, and its trailers with the final status, read
+//! back byte for byte.
+
+use std::marker::PhantomData;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Response};
+use http_body::Frame;
+use http_body_util::StreamBody;
+use idem_core::Outcome;
+use idem_http::{
+    buffer_body, BoxError, BufferedBody, Framework, Problem, RecordedResponse, Recording,
+    Unreadable,
+};
+use tonic::body::Body;
+use tonic::Code;
+
+use crate::answer;
+use crate::config::Config;
+use crate::record_codes::RecordCodes;
+
+/// A gRPC server's answers (a response, or the service's error `E`) under
+/// the layer's settings.
+pub(crate) struct Tonic<E> {
+    max_response: usize,
+    record: RecordCodes,
+    error: PhantomData<fn() -> E>,
+}
+
+impl<E> Tonic<E> {
+    pub(crate) fn new(config: &Config) -> Self {
+        Self {
+            max_response: config.max_response,
+            record: config.record,
+            error: PhantomData,
+        }
+    }
+}
+
+impl<E> Framework for Tonic<E> {
+    type Answer = Result<Response<Body>, E>;
+
+    async fn record(&self, answer: Self::Answer) -> Recording<Self::Answer> {
+        // No response at all: nothing to record.
+        let response = match answer {
+            Ok(response) => response,
+            Err(e) => return Recording::Release(Err(e)),
+        };
+        let (parts, body) = response.into_parts();
+        let (data, trailers) = match buffer_body(body, self.max_response).await {
+            BufferedBody::Whole { data, trailers } => (data, trailers),
+            BufferedBody::Unrecordable(rest) => {
+                return Recording::Unrecordable(Ok(Response::from_parts(parts, Body::new(rest))))
+            }
+        };
+        // The final status is in the trailers, or in the headers of a
+        // trailers-only response; a response with neither failed.
+        let code = trailers
+            .as_ref()
+            .and_then(grpc_status)
+            .or_else(|| grpc_status(&parts.headers))
+            .unwrap_or(Code::Unknown);
+        let outcome = idem_http::encode_with_trailers(
+            parts.status.as_u16(),
+            &fields(&parts.headers),
+            &data,
+            &trailers.as_ref().map(fields).unwrap_or_default(),
+        );
+        let response = Response::from_parts(parts, body_of(data, trailers));
+        if self.record.records(code) {
+            Recording::Record(Ok(response), outcome)
+        } else {
+            Recording::Release(Ok(response))
+        }
+    }
+
+    fn replay(&self, recorded: RecordedResponse) -> Result<Self::Answer, Unreadable> {
+        let status =
+            http::StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
+        let headers = header_map(recorded.headers)?;
+        let trailers = if recorded.trailers.is_empty() {
+            None
+        } else {
+            Some(header_map(recorded.trailers)?)
+        };
+        let mut response = Response::new(body_of(recorded.body.into(), trailers));
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        Ok(Ok(response))
+    }
+
+    fn problem(&self, problem: &Problem) -> Self::Answer {
+        Ok(answer::response(problem))
+    }
+
+    /// A trailers-only `INTERNAL` status saying the call ran but its answer
+    /// could not be recorded.
+    fn not_recorded(&self) -> Outcome {
+        let response = answer::response(&Problem::not_recorded(self.max_response));
+        idem_http::encode(response.status().as_u16(), &fields(response.headers()), &[])
+    }
+
+    fn nobody(&self) -> Self::Answer {
+        Ok(tonic::Status::cancelled("the caller went away before the method started").into_http())
+    }
+}
+
+fn grpc_status(headers: &HeaderMap) -> Option<Code> {
+    let value = headers.get("grpc-status")?.to_str().ok()?;
+    Some(Code::from(value.parse::<i32>().ok()?))
+}
+
+fn fields(headers: &HeaderMap) -> Vec<(&str, &[u8])> {
+    headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()))
+        .collect()
+}
+
+/// A body of `data` followed by `trailers`. Without either (a
+/// trailers-only response: the status is in the headers) it is empty and
+/// says so, so that the server ends the stream with the HEADERS frame, as
+/// gRPC over HTTP/2 requires; a body that only finds out it is empty when
+/// polled makes the server send an empty DATA frame to end the stream,
+/// which spec-following clients read as a broken response.
+fn body_of(data: Bytes, trailers: Option<HeaderMap>) -> Body {
+    if data.is_empty() && trailers.is_none() {
+        return Body::empty();
+    }
+    let frames = [
+        (!data.is_empty()).then(|| Frame::data(data)),
+        trailers.map(Frame::trailers),
+    ];
+    let stream = futures_util::stream::iter(frames.into_iter().flatten().map(Ok::<_, BoxError>));
+    Body::new(StreamBody::new(stream))
+}
+
+fn header_map(fields: Vec<(String, Vec<u8>)>) -> Result<HeaderMap, Unreadable> {
+    let mut map = HeaderMap::with_capacity(fields.len());
+    for (name, value) in fields {
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("header name"))?;
+        let value = HeaderValue::from_bytes(&value).map_err(|_| Unreadable("header value"))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
