@@ -7,7 +7,7 @@ use idem_core::{Claim, CommitError, StoreTransaction};
 use idem_http::Problem;
 
 use crate::problem::problem_response;
-use crate::respond::Actix;
+use crate::respond::Answers;
 
 /// What the transaction read changed before it could commit
 /// ([`try_commit_response`]): nothing was applied, and the claim is still
@@ -59,8 +59,8 @@ pub async fn try_commit_response<T: StoreTransaction>(
     claim: &Claim,
     response: HttpResponse,
 ) -> Result<HttpResponse, Conflict> {
-    let actix = Actix(idem_http::current_settings());
-    match idem_http::commit_answer(&actix, tx, claim, Ok(response)).await {
+    let answers = Answers(idem_http::current_settings());
+    match idem_http::commit_answer(&answers, tx, claim, Ok(response)).await {
         Ok(answer) => Ok(answer.unwrap_or_else(|e| e.error_response())),
         Err(e) => Err(Conflict(e)),
     }

@@ -1,6 +1,6 @@
-//! `Idempotency`: the middleware factory, and what it is configured with.
+//! `Idempotency`: the middleware factory, and [`Actix`], the adapter it is
+//! built on.
 
-use std::fmt;
 use std::future::{ready, Ready};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -9,10 +9,12 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::{Method, StatusCode};
 use idem_core::{Engine, Scope};
-use idem_http::{RecordPolicy, Settings};
+use idem_http::{Adapter, RecordPolicy, ScopeFrom};
 
-use crate::config::Config;
 use crate::middleware::IdempotencyMiddleware;
+
+/// How a request's scope is read from it.
+pub(crate) type ScopeFn = dyn Fn(&ServiceRequest) -> Result<Scope, StatusCode> + Send + Sync;
 
 /// Middleware that makes the routes it wraps idempotent, with the same rules
 /// and answers as `idem_axum::IdempotencyLayer`.
@@ -53,91 +55,102 @@ use crate::middleware::IdempotencyMiddleware;
 /// .await
 /// # }
 /// ```
-#[derive(Clone)]
-pub struct Idempotency {
-    engine: Engine,
-    config: Arc<Config>,
-}
+#[derive(Clone, Debug)]
+pub struct Idempotency(idem_http::Idempotency<Actix>);
 
-impl fmt::Debug for Idempotency {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Idempotency")
-            .field("engine", &self.engine)
-            .field("methods", &self.config.methods)
-            .field("key_required", &self.config.key_required)
-            .field("settings", &self.config.settings)
-            .finish_non_exhaustive()
+/// idem's adapter for actix-web: what [`Idempotency`] covers (HTTP methods),
+/// how it reads a scope (from the `ServiceRequest`), and which answers it
+/// records ([`RecordPolicy`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Actix;
+
+impl Adapter for Actix {
+    type Method = Method;
+    type ScopeFn = ScopeFn;
+    type Record = RecordPolicy;
+
+    fn default_methods() -> Vec<Method> {
+        vec![Method::POST, Method::PATCH]
+    }
+
+    fn global_scope() -> Arc<ScopeFn> {
+        Arc::new(|_| Ok(Scope::global()))
+    }
+
+    fn default_limit() -> usize {
+        1 << 20
     }
 }
 
+impl<F> ScopeFrom<F> for Actix
+where
+    F: Fn(&ServiceRequest) -> Result<Scope, StatusCode> + Send + Sync + 'static,
+{
+    fn scope_fn(f: F) -> Arc<ScopeFn> {
+        Arc::new(f)
+    }
+}
+
+/// The setters are [`idem_http::Idempotency`]'s, which every adapter shares;
+/// the scope function gets the `ServiceRequest` and refuses with a status,
+/// answered with an empty body before anything runs.
 impl Idempotency {
-    /// Middleware over `engine`: covers `POST` and `PATCH`, requires the key,
-    /// uses one global scope, bounds request and response bodies at 1 MiB,
-    /// and does not record 5xx answers.
+    /// Middleware over `engine`: covers `POST` and `PATCH`, requires the
+    /// key, uses one global scope, bounds request and response bodies at
+    /// 1 MiB, and does not record 5xx answers.
     pub fn new(engine: Engine) -> Self {
-        Self {
-            engine,
-            config: Arc::new(Config {
-                methods: vec![Method::POST, Method::PATCH],
-                key_required: true,
-                scope: Arc::new(|_| Ok(Scope::global())),
-                settings: Settings::default(),
-            }),
-        }
+        Self(idem_http::Idempotency::new(engine))
     }
 
-    fn config_mut(&mut self) -> &mut Config {
-        Arc::make_mut(&mut self.config)
-    }
-
-    /// The methods made idempotent (default `POST`, `PATCH`).
+    /// See [`idem_http::Idempotency::methods`].
     #[must_use]
-    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
-        self.config_mut().methods = methods.into_iter().collect();
-        self
+    pub fn methods(self, methods: impl IntoIterator<Item = Method>) -> Self {
+        Self(self.0.methods(methods))
     }
 
-    /// Whether a covered request without a key is refused with 400 (default
-    /// `true`) or passes through without protection (`false`).
+    /// See [`idem_http::Idempotency::method`].
     #[must_use]
-    pub fn key_required(mut self, required: bool) -> Self {
-        self.config_mut().key_required = required;
-        self
+    pub fn method(self, method: Method) -> Self {
+        Self(self.0.method(method))
     }
 
-    /// How to find a request's scope (the principal or tenant whose keys
-    /// these are). On `Err(status)` the client gets that status (with an
-    /// empty body) before anything runs.
+    /// See [`idem_http::Idempotency::key_header`].
     #[must_use]
-    pub fn scope<F>(mut self, scope: F) -> Self
+    pub fn key_header(self, name: http::HeaderName) -> Self {
+        Self(self.0.key_header(name))
+    }
+
+    /// See [`idem_http::Idempotency::key_required`].
+    #[must_use]
+    pub fn key_required(self, required: bool) -> Self {
+        Self(self.0.key_required(required))
+    }
+
+    /// See [`idem_http::Idempotency::scope`].
+    #[must_use]
+    pub fn scope<F>(self, scope: F) -> Self
     where
         F: Fn(&ServiceRequest) -> Result<Scope, StatusCode> + Send + Sync + 'static,
     {
-        self.config_mut().scope = Arc::new(scope);
-        self
+        Self(self.0.scope(scope))
     }
 
-    /// The largest request body accepted, in bytes (default 1 MiB); a larger
-    /// one gets 413 before anything runs.
+    /// See [`idem_http::Idempotency::max_request_body`].
     #[must_use]
-    pub fn max_request_body(mut self, bytes: usize) -> Self {
-        self.config_mut().settings.max_request_body = bytes;
-        self
+    pub fn max_request_body(self, bytes: usize) -> Self {
+        Self(self.0.max_request_body(bytes))
     }
 
-    /// The largest response body recorded, in bytes (default 1 MiB); a
-    /// larger one is served, and retries get `response-not-recorded`.
+    /// See [`idem_http::Idempotency::max_response_body`].
     #[must_use]
-    pub fn max_response_body(mut self, bytes: usize) -> Self {
-        self.config_mut().settings.max_response_body = bytes;
-        self
+    pub fn max_response_body(self, bytes: usize) -> Self {
+        Self(self.0.max_response_body(bytes))
     }
 
-    /// Which answers are recorded (default: all but 5xx).
+    /// See [`idem_http::Idempotency::record`].
     #[must_use]
-    pub fn record(mut self, policy: RecordPolicy) -> Self {
-        self.config_mut().settings.record = policy;
-        self
+    pub fn record(self, policy: RecordPolicy) -> Self {
+        Self(self.0.record(policy))
     }
 }
 
@@ -155,8 +168,8 @@ where
     fn new_transform(&self, service: S) -> Self::Future {
         ready(Ok(IdempotencyMiddleware {
             service: Rc::new(service),
-            engine: self.engine.clone(),
-            config: Arc::clone(&self.config),
+            engine: self.0.engine().clone(),
+            coverage: Arc::clone(self.0.coverage()),
         }))
     }
 }

@@ -22,7 +22,6 @@
 
 mod body;
 mod commit_response;
-mod config;
 mod handler;
 mod idempotency;
 mod middleware;
@@ -31,7 +30,7 @@ mod respond;
 
 pub use commit_response::{commit_response, try_commit_response, Conflict};
 pub use idem_http::{RecordPolicy, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
-pub use idempotency::Idempotency;
+pub use idempotency::{Actix, Idempotency};
 pub use middleware::IdempotencyMiddleware;
 
 /// `#[idempotent(ttl = "24h", scope = "account")]` on an actix-web handler:

@@ -13,12 +13,10 @@ use actix_web::http::header::{HeaderValue, CONTENT_TYPE};
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use idem_core::{Call, Engine};
-use idem_http::{
-    add_body, is_json, key_from_values, request_fingerprint, Problem, IDEMPOTENCY_KEY,
-};
+use idem_http::{add_body, is_json, key_from_values, request_fingerprint, Coverage, Problem};
 
 use crate::body::read_body;
-use crate::config::Config;
+use crate::idempotency::Actix;
 use crate::problem::problem_response;
 use crate::respond::respond;
 
@@ -26,7 +24,7 @@ use crate::respond::respond;
 pub struct IdempotencyMiddleware<S> {
     pub(crate) service: Rc<S>,
     pub(crate) engine: Engine,
-    pub(crate) config: Arc<Config>,
+    pub(crate) coverage: Arc<Coverage<Actix>>,
 }
 
 impl<S> fmt::Debug for IdempotencyMiddleware<S> {
@@ -53,7 +51,7 @@ where
         Box::pin(handle(
             Rc::clone(&self.service),
             self.engine.clone(),
-            Arc::clone(&self.config),
+            Arc::clone(&self.coverage),
             req,
         ))
     }
@@ -62,7 +60,7 @@ where
 async fn handle<S, B>(
     service: Rc<S>,
     engine: Engine,
-    config: Arc<Config>,
+    config: Arc<Coverage<Actix>>,
     mut req: ServiceRequest,
 ) -> Answer
 where
@@ -74,12 +72,15 @@ where
     }
     let key = key_from_values(
         req.headers()
-            .get_all(IDEMPOTENCY_KEY)
+            .get_all(config.key_header.as_str())
             .map(HeaderValue::as_bytes),
     );
     let key = match key {
         Ok(Some(key)) => key,
-        Ok(None) if config.key_required => return Ok(answer(req, &Problem::key_missing())),
+        Ok(None) if config.key_required => {
+            let missing = Problem::key_missing_from(config.key_header.as_str());
+            return Ok(answer(req, &missing));
+        }
         Ok(None) => return pass(service.call(req).await),
         Err(e) => return Ok(answer(req, &Problem::key_malformed(&e))),
     };
@@ -88,7 +89,7 @@ where
         Err(status) => return Ok(req.into_response(HttpResponse::new(status))),
     };
     let payload = req.take_payload();
-    let bytes = match read_body(req.request(), payload, config.settings.max_request_body).await {
+    let bytes = match read_body(req.request(), payload, config.max_request_body).await {
         Ok(bytes) => bytes,
         Err(problem) => return Ok(answer(req, &problem)),
     };
@@ -115,7 +116,7 @@ where
     let waiting = Rc::new(Cell::new(Some(req)));
     let after: Rc<Cell<Option<HttpRequest>>> = Rc::new(Cell::new(None));
     let (waiting_op, after_op) = (Rc::clone(&waiting), Rc::clone(&after));
-    let answer = respond(engine, call, config.settings, move |_claim| async move {
+    let answer = respond(engine, call, config.settings(), move |_claim| async move {
         let Some(req) = waiting_op.take() else {
             return Ok(problem_response(&Problem::handler_failed()));
         };

@@ -1,4 +1,4 @@
-//! The answer pipeline for actix-web: [`Actix`], actix-web's answers as
+//! The answer pipeline for actix-web: [`Answers`], actix-web's answers as
 //! [`idem_http::answer`] handles them, and `respond`, which runs a handler
 //! through it. The middleware and the attribute's handlers both answer
 //! through here.
@@ -26,9 +26,9 @@ pub(crate) type Answer = Result<HttpResponse, actix_web::Error>;
 
 /// actix-web's answers, under a route's settings.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Actix(pub(crate) Settings);
+pub(crate) struct Answers(pub(crate) Settings);
 
-impl Framework for Actix {
+impl Framework for Answers {
     type Answer = Answer;
 
     async fn record(&self, answer: Answer) -> Recording<Answer> {
@@ -101,14 +101,14 @@ where
     F: FnOnce(Claim) -> Fut + 'static,
     Fut: Future<Output = Answer> + 'static,
 {
-    let actix = Actix(settings);
+    let answers = Answers(settings);
     let record = *call.record_id();
     Detached::new(
-        |gone| async move { idem_http::answer(&actix, settings, &engine, &call, op, gone).await },
+        |gone| async move { idem_http::answer(&answers, settings, &engine, &call, op, gone).await },
         spawn_on_worker,
     )
     .await
-    .unwrap_or_else(|| idem_http::panicked(&actix, &record))
+    .unwrap_or_else(|| idem_http::panicked(&answers, &record))
 }
 
 /// The `spawn` for a dropped request: actix-web's futures live on their

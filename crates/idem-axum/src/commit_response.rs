@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use idem_core::{Claim, StoreTransaction};
 
 use crate::problem::Problem;
-use crate::respond::Axum;
+use crate::respond::Answers;
 
 /// What the transaction read changed before it could commit
 /// ([`try_commit_response`]): nothing was applied, and the claim is still
@@ -89,8 +89,8 @@ pub async fn try_commit_response<T: StoreTransaction>(
     claim: &Claim,
     response: impl IntoResponse,
 ) -> Result<Response, Conflict> {
-    let axum = Axum(idem_http::current_settings());
-    idem_http::commit_answer(&axum, tx, claim, response.into_response())
+    let answers = Answers(idem_http::current_settings());
+    idem_http::commit_answer(&answers, tx, claim, response.into_response())
         .await
         .map_err(Conflict)
 }

@@ -12,11 +12,20 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(idem_http::IDEMP
 /// The response header marking a replay.
 pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static(idem_http::IDEMPOTENT_REPLAYED);
 
-/// Reads the key from the headers: `Ok(None)` if absent.
+/// Reads the key from the headers (the `Idempotency-Key` header): `Ok(None)`
+/// if absent.
 pub(crate) fn key_from_headers(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, Problem> {
+    key_from_header(headers, &IDEMPOTENCY_KEY)
+}
+
+/// Reads the key from the `name` header: `Ok(None)` if absent.
+pub(crate) fn key_from_header(
+    headers: &HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<IdempotencyKey>, Problem> {
     idem_http::key_from_values(
         headers
-            .get_all(IDEMPOTENCY_KEY)
+            .get_all(name)
             .iter()
             .map(http::HeaderValue::as_bytes),
     )

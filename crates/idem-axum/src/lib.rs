@@ -92,7 +92,7 @@ pub use extract::Idempotent;
 pub use handler_input::PER_ATTEMPT_HEADERS;
 pub use headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use idem_http::RecordPolicy;
-pub use layer::IdempotencyLayer;
+pub use layer::{Axum, IdempotencyLayer};
 pub use problem::{Problem, ProblemKind, PROBLEM_TYPE_PREFIX};
 pub use problem_json::problem_json;
 pub use record::encode as encode_response;

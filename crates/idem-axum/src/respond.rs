@@ -1,4 +1,4 @@
-//! The answer pipeline for axum: [`Axum`], axum's answers as
+//! The answer pipeline for axum: [`Answers`], axum's answers as
 //! [`idem_http::answer`] handles them, and `respond`, which runs a handler
 //! through it.
 
@@ -17,9 +17,9 @@ use crate::record::{encode, response_of};
 
 /// axum's answers, under a route's settings.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Axum(pub(crate) Settings);
+pub(crate) struct Answers(pub(crate) Settings);
 
-impl Framework for Axum {
+impl Framework for Answers {
     type Answer = Response;
 
     async fn record(&self, response: Response) -> Recording<Response> {
@@ -79,13 +79,13 @@ where
     Fut: Future<Output = R> + Send + 'static,
     R: IntoResponse,
 {
-    let axum = Axum(settings);
+    let answers = Answers(settings);
     let record = *call.record_id();
     let handler = |claim| async move { handler(claim).await.into_response() };
     Detached::new(
-        |gone| async move { idem_http::answer(&axum, settings, &engine, &call, handler, gone).await },
+        |gone| async move { idem_http::answer(&answers, settings, &engine, &call, handler, gone).await },
         spawn_on_tokio,
     )
     .await
-    .unwrap_or_else(|| idem_http::panicked(&axum, &record))
+    .unwrap_or_else(|| idem_http::panicked(&answers, &record))
 }

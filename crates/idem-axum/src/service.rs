@@ -10,35 +10,22 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::response::{IntoResponse, Response};
-use http::request::Parts;
-use http::{header, Method, Request, StatusCode};
-use idem_core::{Call, Engine, Scope};
+use http::{header, Request};
+use idem_core::{Call, Engine};
 use tower_service::Service;
 
-use crate::headers::{is_json, key_from_headers, key_missing};
+use crate::headers::{is_json, key_from_header};
+use crate::layer::Axum;
 use crate::problem::Problem;
 use crate::respond;
-use idem_http::Settings;
-use idem_http::{add_body, read_request_body, request_fingerprint};
-
-/// How a request's scope is read from its head.
-pub(crate) type ScopeFn = dyn Fn(&Parts) -> Result<Scope, StatusCode> + Send + Sync;
-
-/// What the layer configures and its services read.
-#[derive(Clone)]
-pub(crate) struct LayerConfig {
-    pub(crate) methods: Vec<Method>,
-    pub(crate) key_required: bool,
-    pub(crate) scope: Arc<ScopeFn>,
-    pub(crate) settings: Settings,
-}
+use idem_http::{add_body, read_request_body, request_fingerprint, Coverage};
 
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
 #[derive(Clone)]
 pub struct IdempotencyService<S> {
     pub(crate) inner: S,
     pub(crate) engine: Engine,
-    pub(crate) config: Arc<LayerConfig>,
+    pub(crate) coverage: Arc<Coverage<Axum>>,
 }
 
 impl<S> fmt::Debug for IdempotencyService<S> {
@@ -65,15 +52,15 @@ where
         // ready, serves this request.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let (engine, config) = (self.engine.clone(), Arc::clone(&self.config));
-        Box::pin(async move { Ok(handle(inner, engine, &config, req).await) })
+        let (engine, coverage) = (self.engine.clone(), Arc::clone(&self.coverage));
+        Box::pin(async move { Ok(handle(inner, engine, &coverage, req).await) })
     }
 }
 
 async fn handle<S>(
     mut inner: S,
     engine: Engine,
-    config: &LayerConfig,
+    config: &Coverage<Axum>,
     req: Request<Body>,
 ) -> Response
 where
@@ -83,9 +70,12 @@ where
     if !config.methods.contains(req.method()) {
         return pass(inner.call(req).await);
     }
-    let key = match key_from_headers(req.headers()) {
+    let key = match key_from_header(req.headers(), &config.key_header) {
         Ok(Some(key)) => key,
-        Ok(None) if config.key_required => return key_missing().into_response(),
+        Ok(None) if config.key_required => {
+            let missing = idem_http::Problem::key_missing_from(config.key_header.as_str());
+            return Problem::from(missing).into_response();
+        }
         Ok(None) => return pass(inner.call(req).await),
         Err(problem) => return problem.into_response(),
     };
@@ -98,7 +88,7 @@ where
         .headers
         .get(header::CONTENT_LENGTH)
         .map(http::HeaderValue::as_bytes);
-    let bytes = match read_request_body(length, body, config.settings.max_request_body).await {
+    let bytes = match read_request_body(length, body, config.max_request_body).await {
         Ok(bytes) => bytes,
         Err(problem) => return Problem::from(problem).into_response(),
     };
@@ -116,7 +106,7 @@ where
     );
     add_body(&mut fp, "body", is_json(&parts.headers), &bytes);
     let call = Call::new(scope, key, fp.finish()).with_operation("http");
-    respond::respond(engine, call, config.settings, move |_claim| async move {
+    respond::respond(engine, call, config.settings(), move |_claim| async move {
         pass(
             inner
                 .call(Request::from_parts(parts, Body::from(bytes)))

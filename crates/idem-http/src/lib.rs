@@ -11,6 +11,7 @@
 //! are read through `http_body::Body`.
 
 mod body;
+mod coverage;
 mod detached;
 mod fingerprint;
 mod framework;
@@ -24,6 +25,7 @@ mod run;
 mod settings;
 
 pub use body::{buffer_body, read_request_body, BoxError, BufferedBody, Unrecorded};
+pub use coverage::{Adapter, Coverage, Idempotency, ScopeFrom, TowerAdapter};
 pub use detached::{spawn_on_tokio, CallerGone, Detached};
 pub use fingerprint::{add_body, request_fingerprint};
 pub use framework::{Framework, Recording};

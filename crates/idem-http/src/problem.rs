@@ -123,6 +123,22 @@ impl Problem {
         )
     }
 
+    /// A covered request came without a key in `header`, an adapter's own
+    /// key header ([`key_missing`](Self::key_missing) for the default).
+    pub fn key_missing_from(header: &str) -> Self {
+        if header.eq_ignore_ascii_case(crate::IDEMPOTENCY_KEY) {
+            return Self::key_missing();
+        }
+        Problem::new(
+            ProblemKind::KeyMissing,
+            format!(
+                "this endpoint requires an idempotency key in the `{header}` header: send a \
+                 unique value (a UUID, say) with each new request and the same value when \
+                 retrying it"
+            ),
+        )
+    }
+
     /// The key header was refused.
     pub fn key_malformed(e: &KeyHeaderError) -> Self {
         Problem::new(ProblemKind::KeyMalformed, e.to_string())

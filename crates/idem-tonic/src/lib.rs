@@ -78,7 +78,6 @@
 
 mod answer;
 mod commit_with_record;
-mod config;
 mod deadline;
 mod decompress;
 mod frames;
@@ -91,7 +90,7 @@ mod service;
 pub use answer::{code, IDEM_PROBLEM, RETRY_PUSHBACK_MS};
 pub use commit_with_record::commit_with_record;
 pub use idem_http::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
-pub use layer::IdempotencyLayer;
+pub use layer::{IdempotencyLayer, Tonic};
 pub use record_codes::{RecordCodes, NEVER_RECORDED, TRANSIENT_CODES};
 pub use retry_info::retry_delay;
 pub use service::IdempotencyService;

@@ -1,4 +1,4 @@
-//! The answer pipeline for tonic: [`Tonic`], a gRPC server's answers as
+//! The answer pipeline for tonic: [`Answers`], a gRPC server's answers as
 //! [`idem_http::answer`] handles them. A recorded call is its headers, its
 //! message frames as sent, and its trailers with the final status, read
 //! back byte for byte.
@@ -11,35 +11,35 @@ use http_body::Frame;
 use http_body_util::StreamBody;
 use idem_core::Outcome;
 use idem_http::{
-    buffer_body, BoxError, BufferedBody, Framework, Problem, RecordedResponse, Recording,
+    buffer_body, BoxError, BufferedBody, Coverage, Framework, Problem, RecordedResponse, Recording,
     Unreadable,
 };
 use tonic::body::Body;
 use tonic::Code;
 
 use crate::answer;
-use crate::config::Config;
+use crate::layer::Tonic;
 use crate::record_codes::RecordCodes;
 
 /// A gRPC server's answers (a response, or the service's error `E`) under
 /// the layer's settings.
-pub(crate) struct Tonic<E> {
+pub(crate) struct Answers<E> {
     max_response: usize,
     record: RecordCodes,
     error: PhantomData<fn() -> E>,
 }
 
-impl<E> Tonic<E> {
-    pub(crate) fn new(config: &Config) -> Self {
+impl<E> Answers<E> {
+    pub(crate) fn new(config: &Coverage<Tonic>) -> Self {
         Self {
-            max_response: config.max_response,
+            max_response: config.max_response_body,
             record: config.record,
             error: PhantomData,
         }
     }
 }
 
-impl<E> Framework for Tonic<E> {
+impl<E> Framework for Answers<E> {
     type Answer = Result<Response<Body>, E>;
 
     async fn record(&self, answer: Self::Answer) -> Recording<Self::Answer> {

@@ -11,26 +11,27 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
-use idem_core::{Call, Claim, Engine, Fingerprint};
+use idem_core::{Call, Claim, Engine, Fingerprint, IdempotencyKey};
 use idem_http::{
-    key_from_values, read_request_body, spawn_on_tokio, Detached, Problem, ProblemKind, Settings,
+    key_from_values, read_request_body, spawn_on_tokio, Coverage, Detached, Problem, ProblemKind,
+    Settings,
 };
 use tonic::body::Body;
 use tower_service::Service;
 
 use crate::answer;
-use crate::config::Config;
 use crate::deadline::{grpc_timeout, AHEAD};
 use crate::decompress::{readable, Unreadable};
 use crate::frames::single_message;
-use crate::respond::Tonic;
+use crate::layer::Tonic;
+use crate::respond::Answers;
 
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
 #[derive(Clone)]
 pub struct IdempotencyService<S> {
     pub(crate) inner: S,
     pub(crate) engine: Engine,
-    pub(crate) config: Arc<Config>,
+    pub(crate) config: Arc<Coverage<Tonic>>,
 }
 
 impl<S> fmt::Debug for IdempotencyService<S> {
@@ -70,7 +71,7 @@ where
 async fn handle<S, B>(
     mut inner: S,
     engine: Engine,
-    config: Arc<Config>,
+    config: Arc<Coverage<Tonic>>,
     req: Request<Body>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -88,7 +89,7 @@ where
     let deadline = grpc_timeout(req.headers()).map(|d| started + d.saturating_sub(AHEAD));
     let key = key_from_values(
         req.headers()
-            .get_all(&config.key)
+            .get_all(&config.key_header)
             .iter()
             .map(HeaderValue::as_bytes),
     );
@@ -100,66 +101,19 @@ where
                 format!(
                     "this method requires an idempotency key in `{}` metadata: send a unique \
                      value (a UUID, say) with each new call and the same value when retrying it",
-                    config.key
+                    config.key_header
                 ),
             )))
         }
         Ok(None) => return inner.call(req).await.map(|r| r.map(Body::new)),
         Err(e) => return Ok(answer::response(&Problem::key_malformed(&e))),
     };
-    let (parts, body) = req.into_parts();
-    let bytes = match read_request_body(None, body, config.max_request).await {
-        Ok(bytes) => bytes,
-        Err(problem) => return Ok(answer::response(&problem)),
+    let (call, parts, bytes) = match read_call(&config, key, req).await {
+        Ok(read) => read,
+        Err(refused) => return Ok(refused),
     };
-    let message = match single_message(&bytes) {
-        Ok(message) => message,
-        Err(what) => {
-            return Ok(answer::response(&Problem::new(
-                ProblemKind::BadRequest,
-                what,
-            )))
-        }
-    };
-    let encoding = parts
-        .headers
-        .get("grpc-encoding")
-        .map(HeaderValue::as_bytes);
-    let (readable, still_compressed) = if message.compressed {
-        match readable(encoding, message.bytes, config.max_request) {
-            Ok(read) => read,
-            Err(Unreadable::TooLarge) => {
-                return Ok(answer::response(&Problem::too_large(config.max_request)))
-            }
-            Err(Unreadable::Corrupt(what)) => {
-                return Ok(answer::response(&Problem::new(
-                    ProblemKind::BadRequest,
-                    what,
-                )))
-            }
-        }
-    } else {
-        (Cow::Borrowed(message.bytes), false)
-    };
-    let scope = match (config.scope)(&parts, &readable) {
-        Ok(scope) => scope,
-        Err(status) => return Ok(status.into_http()),
-    };
-    // The method and the message as encoded: protobuf encoders write a
-    // message's fields in field-number order, so a retry of the same
-    // message is the same bytes. A message compressed in an encoding idem
-    // reads is compared decompressed; in another, as sent, with its
-    // encoding.
-    let mut fp = Fingerprint::builder("grpc");
-    fp.bytes("method", parts.uri.path().as_bytes());
-    if still_compressed {
-        fp.bytes("encoding", encoding.unwrap_or(b""));
-    }
-    fp.bytes("message", &readable);
-    let operation = parts.uri.path().to_owned();
-    let call = Call::new(scope, key, fp.finish()).with_operation(operation);
 
-    let tonic = Tonic::new(&config);
+    let answers = Answers::new(&config);
     let settings = Settings::default();
     let method = move |claim: Claim| async move {
         // The method may read its claim (for the fencing token), and may
@@ -171,7 +125,7 @@ where
     };
     let record = *call.record_id();
     let answered = Detached::new(
-        |gone| async move { idem_http::answer(&tonic, settings, &engine, &call, method, gone).await },
+        |gone| async move { idem_http::answer(&answers, settings, &engine, &call, method, gone).await },
         spawn_on_tokio,
     );
     let answered = match deadline {
@@ -186,7 +140,71 @@ where
             }
         }
     };
-    answered.unwrap_or_else(|| idem_http::panicked(&Tonic::new(&config), &record))
+    answered.unwrap_or_else(|| idem_http::panicked(&Answers::<S::Error>::new(&config), &record))
+}
+
+/// Reads a covered call with its `key`: its message (bounded, decompressed
+/// if idem reads its encoding), its scope, and its fingerprint. `Err` is the
+/// answer to a call refused before anything runs.
+async fn read_call(
+    config: &Coverage<Tonic>,
+    key: IdempotencyKey,
+    req: Request<Body>,
+) -> Result<(Call, http::request::Parts, Bytes), Response<Body>> {
+    let (parts, body) = req.into_parts();
+    let bytes = match read_request_body(None, body, config.max_request_body).await {
+        Ok(bytes) => bytes,
+        Err(problem) => return Err(answer::response(&problem)),
+    };
+    let message = match single_message(&bytes) {
+        Ok(message) => message,
+        Err(what) => {
+            return Err(answer::response(&Problem::new(
+                ProblemKind::BadRequest,
+                what,
+            )))
+        }
+    };
+    let encoding = parts
+        .headers
+        .get("grpc-encoding")
+        .map(HeaderValue::as_bytes);
+    let (readable, still_compressed) = if message.compressed {
+        match readable(encoding, message.bytes, config.max_request_body) {
+            Ok(read) => read,
+            Err(Unreadable::TooLarge) => {
+                return Err(answer::response(&Problem::too_large(
+                    config.max_request_body,
+                )))
+            }
+            Err(Unreadable::Corrupt(what)) => {
+                return Err(answer::response(&Problem::new(
+                    ProblemKind::BadRequest,
+                    what,
+                )))
+            }
+        }
+    } else {
+        (Cow::Borrowed(message.bytes), false)
+    };
+    let scope = match (config.scope)(&parts, &readable) {
+        Ok(scope) => scope,
+        Err(status) => return Err(status.into_http()),
+    };
+    // The method and the message as encoded: protobuf encoders write a
+    // message's fields in field-number order, so a retry of the same
+    // message is the same bytes. A message compressed in an encoding idem
+    // reads is compared decompressed; in another, as sent, with its
+    // encoding.
+    let mut fp = Fingerprint::builder("grpc");
+    fp.bytes("method", parts.uri.path().as_bytes());
+    if still_compressed {
+        fp.bytes("encoding", encoding.unwrap_or(b""));
+    }
+    fp.bytes("message", &readable);
+    let operation = parts.uri.path().to_owned();
+    let call = Call::new(scope, key, fp.finish()).with_operation(operation);
+    Ok((call, parts, bytes))
 }
 
 /// The answer to a call whose deadline passed: `DEADLINE_EXCEEDED`, as
