@@ -9,12 +9,10 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::{Method, StatusCode};
 use idem_core::{Engine, Scope};
-use idem_http::{Adapter, RecordPolicy, ScopeFrom};
+use idem_http::RecordPolicy;
 
+use crate::adapter::Actix;
 use crate::middleware::IdempotencyMiddleware;
-
-/// How a request's scope is read from it.
-pub(crate) type ScopeFn = dyn Fn(&ServiceRequest) -> Result<Scope, StatusCode> + Send + Sync;
 
 /// Middleware that makes the routes it wraps idempotent, with the same rules
 /// and answers as `idem_axum::IdempotencyLayer`.
@@ -57,39 +55,6 @@ pub(crate) type ScopeFn = dyn Fn(&ServiceRequest) -> Result<Scope, StatusCode> +
 /// ```
 #[derive(Clone, Debug)]
 pub struct Idempotency(idem_http::Idempotency<Actix>);
-
-/// idem's adapter for actix-web: what [`Idempotency`] covers (HTTP methods),
-/// how it reads a scope (from the `ServiceRequest`), and which answers it
-/// records ([`RecordPolicy`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Actix;
-
-impl Adapter for Actix {
-    type Method = Method;
-    type ScopeFn = ScopeFn;
-    type Record = RecordPolicy;
-
-    fn default_methods() -> Vec<Method> {
-        vec![Method::POST, Method::PATCH]
-    }
-
-    fn global_scope() -> Arc<ScopeFn> {
-        Arc::new(|_| Ok(Scope::global()))
-    }
-
-    fn default_limit() -> usize {
-        1 << 20
-    }
-}
-
-impl<F> ScopeFrom<F> for Actix
-where
-    F: Fn(&ServiceRequest) -> Result<Scope, StatusCode> + Send + Sync + 'static,
-{
-    fn scope_fn(f: F) -> Arc<ScopeFn> {
-        Arc::new(f)
-    }
-}
 
 /// The setters are [`idem_http::Idempotency`]'s, which every adapter shares;
 /// the scope function gets the `ServiceRequest` and refuses with a status,

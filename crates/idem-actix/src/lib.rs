@@ -20,6 +20,7 @@
 //! | the client hangs up (RST) mid-handler | the handler finishes and its response is recorded |
 //! | the client hangs up (RST) before its claim was answered | the handler does not start; the claim is released, the retry runs it |
 
+mod adapter;
 mod body;
 mod commit_response;
 mod handler;
@@ -28,9 +29,10 @@ mod middleware;
 mod problem;
 mod respond;
 
+pub use adapter::Actix;
 pub use commit_response::{commit_response, try_commit_response, Conflict};
 pub use idem_http::{RecordPolicy, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
-pub use idempotency::{Actix, Idempotency};
+pub use idempotency::Idempotency;
 pub use middleware::IdempotencyMiddleware;
 
 /// `#[idempotent(ttl = "24h", scope = "account")]` on an actix-web handler:

@@ -15,8 +15,8 @@ use futures_util::future::LocalBoxFuture;
 use idem_core::{Call, Engine};
 use idem_http::{add_body, is_json, key_from_values, request_fingerprint, Coverage, Problem};
 
+use crate::adapter::Actix;
 use crate::body::read_body;
-use crate::idempotency::Actix;
 use crate::problem::problem_response;
 use crate::respond::respond;
 

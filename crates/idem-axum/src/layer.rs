@@ -6,9 +6,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::{Method, StatusCode};
 use idem_core::Scope;
-use idem_http::{Adapter, Idempotency, RecordPolicy, ScopeFrom, TowerAdapter};
-
-use crate::service::IdempotencyService;
+use idem_http::{Adapter, Idempotency, RecordPolicy, ScopeFrom};
 
 /// A tower [`Layer`](tower_layer::Layer) that makes the routes it wraps
 /// idempotent: [`idem_http::Idempotency`] for axum, with the setters every
@@ -84,17 +82,5 @@ where
 {
     fn scope_fn(f: F) -> Arc<ScopeFn> {
         Arc::new(f)
-    }
-}
-
-impl TowerAdapter for Axum {
-    type Service<S> = IdempotencyService<S>;
-
-    fn service<S>(idempotency: &Idempotency<Self>, inner: S) -> IdempotencyService<S> {
-        IdempotencyService {
-            inner,
-            engine: idempotency.engine().clone(),
-            coverage: Arc::clone(idempotency.coverage()),
-        }
     }
 }

@@ -18,7 +18,9 @@ use crate::headers::{is_json, key_from_header};
 use crate::layer::Axum;
 use crate::problem::Problem;
 use crate::respond;
-use idem_http::{add_body, read_request_body, request_fingerprint, Coverage};
+use idem_http::{
+    add_body, read_request_body, request_fingerprint, Coverage, Idempotency, TowerAdapter,
+};
 
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
 #[derive(Clone)]
@@ -120,5 +122,17 @@ fn pass(result: Result<Response, Infallible>) -> Response {
     match result {
         Ok(response) => response,
         Err(never) => match never {},
+    }
+}
+
+impl TowerAdapter for Axum {
+    type Service<S> = IdempotencyService<S>;
+
+    fn service<S>(idempotency: &Idempotency<Self>, inner: S) -> IdempotencyService<S> {
+        IdempotencyService {
+            inner,
+            engine: idempotency.engine().clone(),
+            coverage: Arc::clone(idempotency.coverage()),
+        }
     }
 }

@@ -4,11 +4,10 @@ use std::sync::Arc;
 
 use http::request::Parts;
 use idem_core::Scope;
-use idem_http::{Adapter, Idempotency, ScopeFrom, TowerAdapter};
+use idem_http::{Adapter, Idempotency, ScopeFrom};
 use tonic::Status;
 
 use crate::record_codes::RecordCodes;
-use crate::service::IdempotencyService;
 
 /// A tower [`Layer`](tower_layer::Layer) for tonic servers that runs each
 /// covered unary method at most once per idempotency key, recording its
@@ -100,17 +99,5 @@ where
 {
     fn scope_fn(f: F) -> Arc<ScopeFn> {
         Arc::new(f)
-    }
-}
-
-impl TowerAdapter for Tonic {
-    type Service<S> = IdempotencyService<S>;
-
-    fn service<S>(idempotency: &Idempotency<Self>, inner: S) -> IdempotencyService<S> {
-        IdempotencyService {
-            inner,
-            engine: idempotency.engine().clone(),
-            config: Arc::clone(idempotency.coverage()),
-        }
     }
 }

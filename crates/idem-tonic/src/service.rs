@@ -13,8 +13,8 @@ use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use idem_core::{Call, Claim, Engine, Fingerprint, IdempotencyKey};
 use idem_http::{
-    key_from_values, read_request_body, spawn_on_tokio, Coverage, Detached, Problem, ProblemKind,
-    Settings,
+    key_from_values, read_request_body, spawn_on_tokio, Coverage, Detached, Idempotency, Problem,
+    ProblemKind, Settings, TowerAdapter,
 };
 use tonic::body::Body;
 use tower_service::Service;
@@ -215,4 +215,16 @@ fn deadline_exceeded() -> Response<Body> {
          idempotency key to get its outcome",
     )
     .into_http()
+}
+
+impl TowerAdapter for Tonic {
+    type Service<S> = IdempotencyService<S>;
+
+    fn service<S>(idempotency: &Idempotency<Self>, inner: S) -> IdempotencyService<S> {
+        IdempotencyService {
+            inner,
+            engine: idempotency.engine().clone(),
+            config: Arc::clone(idempotency.coverage()),
+        }
+    }
 }
