@@ -22,16 +22,8 @@ impl Adapter for Actix {
     type ScopeFn = ScopeFn;
     type Record = RecordPolicy;
 
-    fn default_methods() -> Vec<Method> {
-        vec![Method::POST, Method::PATCH]
-    }
-
     fn global_scope() -> Arc<ScopeFn> {
         Arc::new(|_| Ok(Scope::global()))
-    }
-
-    fn default_limit() -> usize {
-        1 << 20
     }
 }
 

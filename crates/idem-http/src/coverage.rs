@@ -17,18 +17,27 @@ use crate::settings::Settings;
 /// Each adapter implements it once, on a marker type (`idem_axum::Axum`).
 pub trait Adapter: Sized + 'static {
     /// What names a covered operation: an HTTP method, a gRPC method path.
-    type Method: Clone + fmt::Debug + PartialEq + Send + Sync;
+    type Method: Clone + fmt::Debug + PartialEq + Send + Sync + std::str::FromStr;
     /// How a request's scope is read (a `dyn Fn` of the framework's
     /// request).
     type ScopeFn: ?Sized + Send + Sync;
     /// Which answers are recorded.
     type Record: Copy + fmt::Debug + Default + Send + Sync;
-    /// The methods covered until told otherwise.
-    fn default_methods() -> Vec<Self::Method>;
     /// The scope of every request until told otherwise: one global scope.
     fn global_scope() -> Arc<Self::ScopeFn>;
-    /// The request and recorded response limit until told otherwise.
-    fn default_limit() -> usize;
+    /// The methods covered until told otherwise: `POST` and `PATCH`, the
+    /// HTTP methods that are not idempotent by their definition.
+    fn default_methods() -> Vec<Self::Method> {
+        ["POST", "PATCH"]
+            .into_iter()
+            .filter_map(|m| m.parse().ok())
+            .collect()
+    }
+    /// The request and recorded response limit until told otherwise
+    /// (1 MiB).
+    fn default_limit() -> usize {
+        1 << 20
+    }
     /// A method as named by the user, as the adapter compares it (by
     /// default unchanged).
     fn method(method: Self::Method) -> Self::Method {
