@@ -158,3 +158,149 @@ pub async fn commit_answer<F: Framework, T: StoreTransaction>(
         Err(e) => Ok(framework.problem(&Problem::for_commit_error(&e))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The pipeline with the smallest framework there is: an answer is a
+    //! status and a body. What a new adapter writes is this one impl.
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use idem_core::{Fingerprint, IdempotencyKey, MemoryStore, Outcome, Scope};
+
+    use super::*;
+    use crate::record::{encode, RecordedResponse, Unreadable};
+
+    #[derive(Debug, PartialEq, Eq)]
+    struct Plain {
+        status: u16,
+        headers: Vec<(String, Vec<u8>)>,
+        body: Vec<u8>,
+    }
+
+    struct Bare(Settings);
+
+    impl Framework for Bare {
+        type Answer = Plain;
+
+        async fn record(&self, answer: Plain) -> Recording<Plain> {
+            if !self.0.record.records(answer.status) {
+                Recording::Release(answer)
+            } else if answer.body.len() > self.0.max_response_body {
+                Recording::Unrecordable(answer)
+            } else {
+                let outcome = encode(answer.status, &[], &answer.body);
+                Recording::Record(answer, outcome)
+            }
+        }
+
+        fn replay(&self, recorded: RecordedResponse) -> Result<Plain, Unreadable> {
+            Ok(Plain {
+                status: recorded.status,
+                headers: recorded.headers,
+                body: recorded.body,
+            })
+        }
+
+        fn problem(&self, problem: &Problem) -> Plain {
+            Plain {
+                status: problem.status(),
+                headers: Vec::new(),
+                body: problem.body().into_bytes(),
+            }
+        }
+
+        fn not_recorded(&self) -> Outcome {
+            crate::not_recorded(self.0.max_response_body)
+        }
+
+        fn nobody(&self) -> Plain {
+            Plain {
+                status: 499,
+                headers: Vec::new(),
+                body: Vec::new(),
+            }
+        }
+    }
+
+    fn call(key: &str) -> Call {
+        let mut fp = Fingerprint::builder("test");
+        fp.bytes("body", b"debit 10");
+        Call::new(
+            Scope::global(),
+            IdempotencyKey::parse(key).expect("key"),
+            fp.finish(),
+        )
+    }
+
+    /// Sends `call` through the pipeline; the handler answers `status` and
+    /// `body`, counting its runs.
+    async fn send(
+        engine: &Engine,
+        key: &str,
+        runs: &AtomicUsize,
+        status: u16,
+        body: &[u8],
+    ) -> Plain {
+        let settings = Settings {
+            max_response_body: 16,
+            ..Settings::default()
+        };
+        let handler = |_claim| async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Plain {
+                status,
+                headers: Vec::new(),
+                body: body.to_vec(),
+            }
+        };
+        answer(
+            &Bare(settings),
+            settings,
+            engine,
+            &call(key),
+            handler,
+            CallerGone::default(),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_retry_gets_the_recorded_answer_marked_as_a_replay_and_nothing_runs_twice() {
+        let engine = Engine::new(MemoryStore::new());
+        let runs = AtomicUsize::new(0);
+        let first = send(&engine, "k1", &runs, 201, b"debited").await;
+        let retry = send(&engine, "k1", &runs, 201, b"debited again").await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!((retry.status, &retry.body), (201, &first.body));
+        assert_eq!(
+            retry.headers,
+            [(IDEMPOTENT_REPLAYED.to_owned(), b"true".to_vec())]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_not_recorded_and_the_retry_runs_again() {
+        let engine = Engine::new(MemoryStore::new());
+        let runs = AtomicUsize::new(0);
+        assert_eq!(send(&engine, "k2", &runs, 503, b"down").await.status, 503);
+        assert_eq!(
+            send(&engine, "k2", &runs, 201, b"debited").await.status,
+            201
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_answer_too_large_to_record_is_served_once_and_never_run_again() {
+        let engine = Engine::new(MemoryStore::new());
+        let runs = AtomicUsize::new(0);
+        let big = send(&engine, "k3", &runs, 200, &[b'x'; 17]).await;
+        assert_eq!(big.body.len(), 17);
+        let retry = send(&engine, "k3", &runs, 200, b"small").await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!(retry.status, 500);
+        let body = String::from_utf8(retry.body).expect("problem+json");
+        assert!(body.contains("response-not-recorded"), "{body}");
+    }
+}
