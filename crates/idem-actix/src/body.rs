@@ -22,8 +22,14 @@ pub(crate) async fn read_body(
     limit: usize,
 ) -> Result<Bytes, Problem> {
     let length = req.headers().get(CONTENT_LENGTH).map(HeaderValue::as_bytes);
-    let frames = payload.map(|chunk| chunk.map(Frame::data));
-    idem_http::read_request_body(length, StreamBody::new(frames), limit).await
+    idem_http::read_request_body(length, payload_body(payload), limit).await
+}
+
+/// A request's payload, read as an `http_body::Body`.
+pub(crate) fn payload_body(
+    payload: Payload,
+) -> impl Body<Data = Bytes, Error = actix_web::error::PayloadError> {
+    StreamBody::new(payload.map(|chunk| chunk.map(Frame::data)))
 }
 
 /// An actix-web response body, read as an `http_body::Body`.

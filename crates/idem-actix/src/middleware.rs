@@ -9,14 +9,14 @@ use std::sync::Arc;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Payload, Service, ServiceRequest, ServiceResponse};
 use actix_web::error::InternalError;
-use actix_web::http::header::{HeaderValue, CONTENT_TYPE};
+use actix_web::http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
-use idem_core::{Call, Engine};
-use idem_http::{add_body, is_json, key_from_values, request_fingerprint, Coverage, Problem};
+use idem_core::Engine;
+use idem_http::{key_decision, read_call, Coverage, KeyDecision, Problem, RequestLine};
 
 use crate::adapter::Actix;
-use crate::body::read_body;
+use crate::body::payload_body;
 use crate::problem::problem_response;
 use crate::respond::respond;
 
@@ -70,46 +70,46 @@ where
     if !config.methods.contains(req.method()) {
         return pass(service.call(req).await);
     }
-    let key = key_from_values(
-        req.headers()
-            .get_all(config.key_header.as_str())
-            .map(HeaderValue::as_bytes),
-    );
-    let key = match key {
-        Ok(Some(key)) => key,
-        Ok(None) if config.key_required => {
-            let missing = Problem::key_missing_from(config.key_header.as_str());
-            return Ok(answer(req, &missing));
-        }
-        Ok(None) => return pass(service.call(req).await),
-        Err(e) => return Ok(answer(req, &Problem::key_malformed(&e))),
+    let values = req.headers().get_all(config.key_header.as_str());
+    let key = match key_decision(
+        config.key_header.as_str(),
+        config.key_required,
+        values.map(HeaderValue::as_bytes),
+    ) {
+        KeyDecision::Key(key) => key,
+        KeyDecision::PassThrough => return pass(service.call(req).await),
+        KeyDecision::Refuse(problem) => return Ok(answer(req, &problem)),
     };
     let scope = match (config.scope)(&req) {
         Ok(scope) => scope,
         Err(status) => return Ok(req.into_response(HttpResponse::new(status))),
     };
     let payload = req.take_payload();
-    let bytes = match read_body(req.request(), payload, config.max_request_body).await {
-        Ok(bytes) => bytes,
-        Err(problem) => return Ok(answer(req, &problem)),
-    };
-
     let route = req.match_pattern();
-    let mut fp = request_fingerprint(
-        "http",
-        req.method().as_str(),
-        route.as_deref(),
-        req.path(),
-        Some(req.query_string()),
-    );
-    let json = is_json(
-        req.headers()
+    let line = RequestLine {
+        method: req.method().as_str(),
+        route: route.as_deref(),
+        path: req.path(),
+        query: Some(req.query_string()),
+        content_type: req
+            .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok()),
-    );
-    add_body(&mut fp, "body", json, &bytes);
+        content_length: req.headers().get(CONTENT_LENGTH).map(HeaderValue::as_bytes),
+    };
+    let read = read_call(
+        line,
+        scope,
+        key,
+        payload_body(payload),
+        config.max_request_body,
+    )
+    .await;
+    let (call, bytes) = match read {
+        Ok(read) => read,
+        Err(problem) => return Ok(answer(req, &problem)),
+    };
     req.set_payload(Payload::from(bytes));
-    let call = Call::new(scope, key, fp.finish()).with_operation("http");
 
     // The request waits here until the handler takes it; the handler's
     // request comes back through `after`. The answer needs one of them.

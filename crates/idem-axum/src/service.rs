@@ -10,16 +10,15 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::response::{IntoResponse, Response};
-use http::{header, Request};
-use idem_core::{Call, Engine};
+use http::{header, HeaderValue, Request};
+use idem_core::Engine;
 use tower_service::Service;
 
-use crate::headers::{is_json, key_from_header};
 use crate::layer::Axum;
 use crate::problem::Problem;
 use crate::respond;
 use idem_http::{
-    add_body, read_request_body, request_fingerprint, Coverage, Idempotency, TowerAdapter,
+    key_decision, read_call, Coverage, Idempotency, KeyDecision, RequestLine, TowerAdapter,
 };
 
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
@@ -72,42 +71,42 @@ where
     if !config.methods.contains(req.method()) {
         return pass(inner.call(req).await);
     }
-    let key = match key_from_header(req.headers(), &config.key_header) {
-        Ok(Some(key)) => key,
-        Ok(None) if config.key_required => {
-            let missing = idem_http::Problem::key_missing_from(config.key_header.as_str());
-            return Problem::from(missing).into_response();
-        }
-        Ok(None) => return pass(inner.call(req).await),
-        Err(problem) => return problem.into_response(),
+    let values = req.headers().get_all(&config.key_header);
+    let key = match key_decision(
+        config.key_header.as_str(),
+        config.key_required,
+        values.iter().map(HeaderValue::as_bytes),
+    ) {
+        KeyDecision::Key(key) => key,
+        KeyDecision::PassThrough => return pass(inner.call(req).await),
+        KeyDecision::Refuse(problem) => return Problem::from(problem).into_response(),
     };
     let (parts, body) = req.into_parts();
     let scope = match (config.scope)(&parts) {
         Ok(scope) => scope,
         Err(status) => return status.into_response(),
     };
-    let length = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .map(http::HeaderValue::as_bytes);
-    let bytes = match read_request_body(length, body, config.max_request_body).await {
-        Ok(bytes) => bytes,
+    let line = RequestLine {
+        method: parts.method.as_str(),
+        route: parts
+            .extensions
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str),
+        path: parts.uri.path(),
+        query: parts.uri.query(),
+        content_type: parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+        content_length: parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .map(HeaderValue::as_bytes),
+    };
+    let (call, bytes) = match read_call(line, scope, key, body, config.max_request_body).await {
+        Ok(read) => read,
         Err(problem) => return Problem::from(problem).into_response(),
     };
-
-    let route = parts
-        .extensions
-        .get::<MatchedPath>()
-        .map(MatchedPath::as_str);
-    let mut fp = request_fingerprint(
-        "http",
-        parts.method.as_str(),
-        route,
-        parts.uri.path(),
-        parts.uri.query(),
-    );
-    add_body(&mut fp, "body", is_json(&parts.headers), &bytes);
-    let call = Call::new(scope, key, fp.finish()).with_operation("http");
     respond::respond(engine, call, config.settings(), move |_claim| async move {
         pass(
             inner

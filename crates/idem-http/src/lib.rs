@@ -12,6 +12,7 @@
 
 mod body;
 mod coverage;
+mod covered_request;
 mod detached;
 mod fingerprint;
 mod framework;
@@ -26,6 +27,7 @@ mod settings;
 
 pub use body::{buffer_body, read_request_body, BoxError, BufferedBody, Unrecorded};
 pub use coverage::{Adapter, Coverage, Idempotency, ScopeFrom, TowerAdapter};
+pub use covered_request::{key_decision, read_call, KeyDecision, RequestLine};
 pub use detached::{spawn_on_tokio, CallerGone, Detached};
 pub use fingerprint::{add_body, request_fingerprint};
 pub use framework::{Framework, Recording};
