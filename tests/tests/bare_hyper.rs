@@ -51,7 +51,7 @@ impl Framework for Bare {
                 let data = rest
                     .collect()
                     .await
-                    .map(|c| c.to_bytes())
+                    .map(http_body_util::Collected::to_bytes)
                     .unwrap_or_default();
                 Recording::Unrecordable(Response::from_parts(parts, Full::new(data)))
             }
@@ -159,7 +159,7 @@ async fn serve_one(
         let body = body
             .collect()
             .await
-            .map(|c| c.to_bytes())
+            .map(http_body_util::Collected::to_bytes)
             .unwrap_or_default();
         return route(runs, parts.method, &path, body).await;
     }
