@@ -64,21 +64,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal,
-    Store, StoreError,
+    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
+    StoreError,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool};
-use sqlx::{AssertSqlSafe, PgConnection, Row};
+use sqlx::{AssertSqlSafe, PgConnection};
 
+mod calls;
 mod sql;
 mod statement;
 mod transaction;
 mod wake;
 
+use calls::{db_error, us};
 use idem_core::waiters::Look;
 pub use sql::InvalidName;
-use sql::{check_name, db_error, token, us, Sql};
-use statement::Param;
+use sql::{check_name, Sql};
 pub use transaction::PgTransaction;
 use wake::Wakes;
 
@@ -261,15 +262,7 @@ impl PgStore {
 
     /// Deletes up to `limit` expired records; returns how many.
     pub async fn purge_expired(&self, limit: u32) -> Result<u64, StoreError> {
-        statement::execute(
-            &self.pool,
-            self.sql.persistent,
-            &self.sql.purge,
-            &[Param::Int(i64::from(limit))],
-        )
-        .await
-        .map(|r| r.rows_affected())
-        .map_err(|e| db_error("purge", e))
+        calls::purge(&self.pool, &self.sql, limit).await
     }
 
     /// Purges expired records every `every`, `batch` at a time, until the
@@ -312,35 +305,7 @@ impl PgStore {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        sql::complete(tx, &self.sql, id, lease, outcome, ttl).await
-    }
-
-    async fn fenced_update(
-        &self,
-        what: &str,
-        sql: &Arc<str>,
-        id: &RecordId,
-        lease: &Lease,
-        extra: Option<i64>,
-    ) -> Result<(), StoreError> {
-        let params = [
-            Param::Bytes(&id.as_bytes()[..]),
-            Param::Int(token(lease)),
-            Param::Int(extra.unwrap_or(0)),
-        ];
-        let params = if extra.is_some() {
-            &params[..]
-        } else {
-            &params[..2]
-        };
-        let done = statement::execute(&self.pool, self.sql.persistent, sql, params)
-            .await
-            .map_err(|e| db_error(what, e))?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::lease_lost())
-        }
+        calls::complete(tx, &self.sql, id, lease, outcome, ttl).await
     }
 }
 
@@ -352,54 +317,7 @@ impl Store for PgStore {
         fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Begin, StoreError> {
-        // Zero rows only when a concurrent first insert of the same key
-        // committed between this statement's snapshot and its insert: run again.
-        for _ in 0..5 {
-            let row = statement::fetch_optional(
-                &self.pool,
-                self.sql.persistent,
-                &self.sql.begin,
-                &[
-                    Param::Bytes(&id.as_bytes()[..]),
-                    Param::Bytes(&fingerprint.as_bytes()[..]),
-                    Param::Int(us(lease)),
-                ],
-            )
-            .await
-            .map_err(|e| db_error("begin", e))?;
-            let Some(row) = row else { continue };
-            let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres begin: {e}"));
-            let kind: String = row.try_get("kind").map_err(get)?;
-            let token: i64 = row.try_get("token").map_err(get)?;
-            return match kind.as_str() {
-                "A" => Ok(Begin::Acquired(Lease {
-                    token: FencingToken(u64::try_from(token).unwrap_or(0)),
-                    duration: lease,
-                })),
-                "I" => {
-                    let left: i64 = row.try_get("left_us").map_err(get)?;
-                    Ok(Begin::InFlight {
-                        retry_after: Duration::from_micros(u64::try_from(left).unwrap_or(0)),
-                    })
-                }
-                "R" => {
-                    let outcome: Option<Vec<u8>> = row.try_get("outcome").map_err(get)?;
-                    outcome
-                        .map(|o| Begin::Replay(Outcome::new(o)))
-                        .ok_or_else(|| {
-                            StoreError::corrupt("postgres begin: completed record without outcome")
-                        })
-                }
-                "M" => Ok(Begin::Mismatch),
-                other => Err(StoreError::corrupt(format!(
-                    "postgres begin: unexpected kind {other}"
-                ))),
-            };
-        }
-        Err(StoreError::unavailable(
-            "postgres begin",
-            "the record changed under five attempts in a row",
-        ))
+        calls::begin(&self.pool, &self.sql, id, fingerprint, lease).await
     }
 
     async fn complete(
@@ -414,11 +332,11 @@ impl Store for PgStore {
             .acquire()
             .await
             .map_err(|e| db_error("complete", e))?;
-        sql::complete(&mut conn, &self.sql, id, lease, outcome, ttl).await
+        calls::complete(&mut conn, &self.sql, id, lease, outcome, ttl).await
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        sql::release(&self.pool, &self.sql, id, lease).await
+        calls::release(&self.pool, &self.sql, id, lease).await
     }
 
     async fn renew(
@@ -427,8 +345,16 @@ impl Store for PgStore {
         lease: &Lease,
         duration: Duration,
     ) -> Result<Lease, StoreError> {
-        self.fenced_update("renew", &self.sql.renew, id, lease, Some(us(duration)))
-            .await?;
+        calls::fenced_update(
+            &self.pool,
+            &self.sql,
+            "renew",
+            &self.sql.renew,
+            id,
+            lease,
+            Some(us(duration)),
+        )
+        .await?;
         Ok(Lease {
             token: lease.token,
             duration,
@@ -440,11 +366,11 @@ impl Store for PgStore {
     }
 
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
-        sql::inspect(&self.pool, &self.sql, id).await
+        calls::inspect(&self.pool, &self.sql, id).await
     }
 
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
-        sql::remove(&self.pool, &self.sql, id, force).await
+        calls::remove(&self.pool, &self.sql, id, force).await
     }
 
     fn wakes(&self) -> bool {
@@ -463,11 +389,14 @@ impl Store for PgStore {
         self.wakes.start(&self.pool, listen, &self.sql);
         // Marked, the record's change notifies; changed already, read it.
         let look = async {
-            match sql::watch(&self.pool, &self.sql, id).await {
+            match calls::watch(&self.pool, &self.sql, id).await {
                 Ok(true) => Look::InFlight,
-                Ok(false) => {
-                    Look::Changed(sql::inspect(&self.pool, &self.sql, id).await.ok().flatten())
-                }
+                Ok(false) => Look::Changed(
+                    calls::inspect(&self.pool, &self.sql, id)
+                        .await
+                        .ok()
+                        .flatten(),
+                ),
                 Err(_) => Look::Changed(None),
             }
         };

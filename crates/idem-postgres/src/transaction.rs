@@ -8,7 +8,8 @@ use std::sync::Arc;
 use idem_core::{async_trait, Claim, Outcome, StoreError, StoreTransaction};
 use sqlx::{PgConnection, Postgres, Transaction};
 
-use crate::sql::{self, Sql};
+use crate::calls;
+use crate::sql::Sql;
 
 /// A transaction opened by [`PgStore::begin_transaction`](crate::PgStore::begin_transaction) for an operation's
 /// writes (it dereferences to the connection: `.execute(&mut *tx)`) and its
@@ -64,7 +65,7 @@ fn commit_error(what: &str, e: sqlx::Error) -> StoreError {
 #[async_trait]
 impl StoreTransaction for PgTransaction {
     async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError> {
-        sql::complete(
+        calls::complete(
             &mut self.tx,
             &self.sql,
             claim.record_id(),

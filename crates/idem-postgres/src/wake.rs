@@ -12,7 +12,8 @@ use idem_core::waiters::Waiters;
 use idem_core::RecordId;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 
-use crate::sql::{self, Sql};
+use crate::calls;
+use crate::sql::Sql;
 
 /// The waiters of one store (shared by its clones) and its listener.
 #[derive(Default)]
@@ -78,7 +79,7 @@ impl Wakes {
         };
         let (pool, sql) = (pool.clone(), Arc::clone(sql));
         tokio::spawn(async move {
-            slot.wake(sql::inspect(&pool, &sql, &id).await.ok().flatten());
+            slot.wake(calls::inspect(&pool, &sql, &id).await.ok().flatten());
         });
     }
 }
