@@ -10,17 +10,16 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::call::Call;
-use crate::claim::{Claim, ClaimShared, Settled};
+use crate::claim::Claim;
 use crate::completion::{Completion, Execution};
 use crate::error::Error;
 use crate::failure::Failure;
-use crate::holder::{renew_loop, Guard, GuardState};
+use crate::holder::Held;
 use crate::observe;
 use crate::pending_begin::PendingBegin;
 use crate::policy::{OnInFlight, Policy, MIN_DURATION};
 use crate::ran::Ran;
 use crate::result_codec::{ErrCodec, OkCodec, ResultCodec};
-use crate::settle::{settle_later, Settle, FIRST_PAUSE};
 use crate::store::{Begin, Lease, Outcome, RecordInfo, RecordInfoState, Store};
 
 /// Runs operations at most once per `(scope, key)`, records their results, and
@@ -225,162 +224,9 @@ impl Engine {
             Acquire::Replay(outcome) => return Ok(Execution::Replayed(outcome)),
         };
 
-        let shared = ClaimShared::new(call.scope.clone(), call.key().clone());
-        let mut guard = Guard {
-            store: Arc::clone(&self.store),
-            id: call.id,
-            lease,
-            ttl,
-            state: GuardState::Running,
-            renewal: None,
-            scope: &call.scope,
-            operation: &call.operation,
-        };
-        observe::claims_held(1.0);
-        let completion = self
-            .run_holding(call, &mut guard, &shared, lease_len, op)
-            .await;
-        self.settle(call, guard, &shared, completion).await
-    }
-
-    /// The operation's phase: runs `op` under the guard's claim, renewing it
-    /// from a third of `lease_len` on; what the operation completed with.
-    async fn run_holding<T, F, Fut>(
-        &self,
-        call: &Call,
-        guard: &mut Guard<'_>,
-        shared: &Arc<ClaimShared>,
-        lease_len: Duration,
-        op: F,
-    ) -> Completion<T>
-    where
-        F: FnOnce(Claim) -> Fut,
-        Fut: Future<Output = Completion<T>>,
-    {
-        let lease = guard.lease;
-        let claim = Claim::new(call.id, lease, guard.ttl, Arc::clone(shared));
-        let renew_every = lease_len / 3;
-        let fut = op(claim);
-        tokio::pin!(fut);
-        // Most operations end well within a third of the lease; only a slower
-        // one pays for a renewal task.
-        let completion = if let Ok(completion) = tokio::time::timeout(renew_every, &mut fut).await {
-            completion
-        } else {
-            guard.renewal = Some(tokio::spawn(renew_loop(
-                Arc::clone(&self.store),
-                call.id,
-                lease,
-                renew_every,
-                Arc::clone(shared),
-                call.scope.clone(),
-            )));
-            fut.await
-        };
-        if let Some(renewal) = guard.renewal.take() {
-            renewal.abort();
-        }
-        completion
-    }
-
-    /// The settling phase: records, keeps or releases the claim as the
-    /// operation's completion (or the claim itself, settled by
-    /// `Claim::commit`) says.
-    async fn settle<T>(
-        &self,
-        call: &Call,
-        mut guard: Guard<'_>,
-        shared: &ClaimShared,
-        completion: Completion<T>,
-    ) -> Result<Execution<T>, Error> {
-        let (lease, ttl) = (guard.lease, guard.ttl);
-        // The operation settled its claim itself, in its own transaction
-        // (`Claim::commit`): that is the outcome, whatever it returned.
-        let completion = match shared.settled() {
-            None => completion,
-            Some(Settled::Recorded) => {
-                guard.state = GuardState::Done;
-                executed(call, "in_transaction");
-                return Ok(Execution::Executed(completion.into_value()));
-            }
-            Some(Settled::Kept) => Completion::Keep(completion.into_value()),
-            Some(Settled::Released) => Completion::Release(completion.into_value()),
-        };
-        match completion {
-            Completion::Record { value, outcome } => {
-                guard.state = GuardState::Completing(outcome);
-                let done = guard.complete().await;
-                match done {
-                    Ok(()) => {
-                        executed(call, "completed");
-                        Ok(Execution::Executed(value))
-                    }
-                    Err(e) if e.is_lease_lost() => {
-                        observe::decision(&call.operation, "lease_lost");
-                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "lease_lost", "the operation finished after its claim was lost; its result is not recorded");
-                        Err(Error::LeaseLost)
-                    }
-                    Err(e) => {
-                        // The effect happened: keep trying to record it in the
-                        // background while the lease lasts, so that a store
-                        // that comes back in time still answers retries with
-                        // this result instead of running the operation again.
-                        observe::decision(&call.operation, "completed_late");
-                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "completed_late", "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
-                        if let Some(outcome) = guard.take_outcome() {
-                            settle_later(
-                                Arc::clone(&self.store),
-                                call.id,
-                                lease,
-                                Settle::Complete { outcome, ttl },
-                                call.scope.clone(),
-                                FIRST_PAUSE,
-                            );
-                        }
-                        Ok(Execution::Executed(value))
-                    }
-                }
-            }
-            Completion::Keep(value) => {
-                guard.state = GuardState::Done;
-                observe::decision(&call.operation, "kept");
-                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "kept", "the operation has no outcome to record; its claim is kept until the lease ends");
-                Ok(Execution::Executed(value))
-            }
-            Completion::Release(value) => {
-                guard.state = GuardState::Releasing;
-                self.release(call, lease).await;
-                guard.state = GuardState::Done;
-                Ok(Execution::Executed(value))
-            }
-        }
-    }
-
-    /// Gives up a claim under which nothing took effect; a store that does
-    /// not answer now gets more tries in the background.
-    async fn release(&self, call: &Call, lease: Lease) {
-        observe::decision(&call.operation, "released");
-        match self.store.release(&call.id, &lease).await {
-            Ok(()) => {
-                tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "released");
-            }
-            Err(e) if e.is_transient() => {
-                // Nothing took effect: a retry should run soon,
-                // not after the whole lease.
-                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "releasing_in_background", "the claim could not be released yet; retrying in the background while the lease lasts");
-                settle_later(
-                    Arc::clone(&self.store),
-                    call.id,
-                    lease,
-                    Settle::Release,
-                    call.scope.clone(),
-                    FIRST_PAUSE,
-                );
-            }
-            Err(e) => {
-                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "release_failed", "the claim could not be released; it ends with its lease");
-            }
-        }
+        let mut held = Held::new(Arc::clone(&self.store), call, lease, lease_len, ttl);
+        let completion = held.run(op).await;
+        held.settle(completion).await
     }
 
     async fn acquire(
@@ -458,11 +304,4 @@ enum Acquire {
 fn decision(call: &Call, decision: &'static str) {
     tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision);
     observe::decision(&call.operation, decision);
-}
-
-/// The `executed` decision; `how` tells apart, in the log only, how its
-/// outcome was recorded (`completed`, or `in_transaction` by the operation).
-fn executed(call: &Call, how: &'static str) {
-    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "executed", how);
-    observe::decision(&call.operation, "executed");
 }

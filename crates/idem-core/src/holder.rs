@@ -1,19 +1,23 @@
-//! The engine as the holder of a claim: renewing the lease while the
-//! operation runs, completing with retries, and the guard that settles the
-//! claim when the caller goes away.
+//! `Held`: the engine as the holder of a claim, from the store's grant to
+//! its settling: running the operation while renewing the lease, recording,
+//! keeping or releasing, and what is left to finish when the caller goes
+//! away mid-way.
 
-use std::borrow::Cow;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::claim::ClaimShared;
+use crate::call::Call;
+use crate::claim::{Claim, ClaimShared, Settled};
+use crate::completion::{Completion, Execution};
+use crate::error::Error;
 use crate::key::{RecordId, Scope};
 use crate::observe;
 use crate::policy::MIN_DURATION;
-use crate::settle::{settle_later, Settle};
+use crate::settle::{settle_later, Settle, FIRST_PAUSE};
 use crate::store::{Lease, Outcome, Store, StoreError};
 
 /// Transient store failures at completion time are retried a few times within
@@ -71,7 +75,8 @@ pub(crate) async fn renew_loop(
     }
 }
 
-pub(crate) enum GuardState {
+/// Where the held claim is: what dropping it mid-way leaves to finish.
+enum Phase {
     Running,
     Completing(Outcome),
     /// Nothing took effect and the claim is being released.
@@ -79,92 +84,241 @@ pub(crate) enum GuardState {
     Done,
 }
 
-/// Finishes recording the outcome if the operation's future is dropped while
-/// it is being recorded, and keeps the claim (until its lease ends) if it is
-/// dropped or panics while the operation runs.
-pub(crate) struct Guard<'a> {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) id: RecordId,
-    pub(crate) lease: Lease,
-    pub(crate) ttl: Duration,
-    pub(crate) state: GuardState,
-    pub(crate) renewal: Option<JoinHandle<()>>,
-    pub(crate) scope: &'a Scope,
-    pub(crate) operation: &'a Cow<'static, str>,
+/// The claim the engine holds for one call, from the store's grant to its
+/// settling: the call, the lease and its length, the record's lifetime, the
+/// flags it shares with the operation's [`Claim`], the renewal task, and the
+/// phase. Dropped or panicking mid-way, it settles what its phase says: it
+/// finishes recording an outcome, finishes a release, or keeps a claim whose
+/// operation may have taken effect until its lease ends.
+pub(crate) struct Held<'a> {
+    store: Arc<dyn Store>,
+    call: &'a Call,
+    lease: Lease,
+    lease_len: Duration,
+    ttl: Duration,
+    shared: Arc<ClaimShared>,
+    phase: Phase,
+    renewal: Option<JoinHandle<()>>,
 }
 
-impl Guard<'_> {
-    /// Records the outcome held in `Completing` state. The guard is done after
-    /// a success or a lost lease; after a transient failure it keeps the
+impl<'a> Held<'a> {
+    /// The claim `lease` the store granted for `call`.
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        call: &'a Call,
+        lease: Lease,
+        lease_len: Duration,
+        ttl: Duration,
+    ) -> Self {
+        observe::claims_held(1.0);
+        Self {
+            store,
+            call,
+            lease,
+            lease_len,
+            ttl,
+            shared: ClaimShared::new(call.scope.clone(), call.key().clone()),
+            phase: Phase::Running,
+            renewal: None,
+        }
+    }
+
+    /// The operation's phase: runs `op` under the claim, renewing it from a
+    /// third of the lease on; what the operation completed with.
+    pub(crate) async fn run<T, F, Fut>(&mut self, op: F) -> Completion<T>
+    where
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = Completion<T>>,
+    {
+        let call = self.call;
+        let claim = Claim::new(call.id, self.lease, self.ttl, Arc::clone(&self.shared));
+        let renew_every = self.lease_len / 3;
+        let fut = op(claim);
+        tokio::pin!(fut);
+        // Most operations end well within a third of the lease; only a slower
+        // one pays for a renewal task.
+        let completion = if let Ok(completion) = tokio::time::timeout(renew_every, &mut fut).await {
+            completion
+        } else {
+            self.renewal = Some(tokio::spawn(renew_loop(
+                Arc::clone(&self.store),
+                call.id,
+                self.lease,
+                renew_every,
+                Arc::clone(&self.shared),
+                call.scope.clone(),
+            )));
+            fut.await
+        };
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
+        completion
+    }
+
+    /// The settling phase: records, keeps or releases the claim as the
+    /// operation's completion (or the claim itself, settled by
+    /// `Claim::commit`) says.
+    pub(crate) async fn settle<T>(
+        mut self,
+        completion: Completion<T>,
+    ) -> Result<Execution<T>, Error> {
+        let (call, lease) = (self.call, self.lease);
+        // The operation settled its claim itself, in its own transaction
+        // (`Claim::commit`): that is the outcome, whatever it returned.
+        let completion = match self.shared.settled() {
+            None => completion,
+            Some(Settled::Recorded) => {
+                self.phase = Phase::Done;
+                executed(call, "in_transaction");
+                return Ok(Execution::Executed(completion.into_value()));
+            }
+            Some(Settled::Kept) => Completion::Keep(completion.into_value()),
+            Some(Settled::Released) => Completion::Release(completion.into_value()),
+        };
+        match completion {
+            Completion::Record { value, outcome } => {
+                self.phase = Phase::Completing(outcome);
+                match self.complete().await {
+                    Ok(()) => {
+                        executed(call, "completed");
+                        Ok(Execution::Executed(value))
+                    }
+                    Err(e) if e.is_lease_lost() => {
+                        observe::decision(&call.operation, "lease_lost");
+                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "lease_lost", "the operation finished after its claim was lost; its result is not recorded");
+                        Err(Error::LeaseLost)
+                    }
+                    Err(e) => {
+                        // The effect happened: keep trying to record it in the
+                        // background while the lease lasts, so that a store
+                        // that comes back in time still answers retries with
+                        // this result instead of running the operation again.
+                        observe::decision(&call.operation, "completed_late");
+                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "completed_late", "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
+                        if let Some(outcome) = self.take_outcome() {
+                            self.settle_later(
+                                Settle::Complete {
+                                    outcome,
+                                    ttl: self.ttl,
+                                },
+                                FIRST_PAUSE,
+                            );
+                        }
+                        Ok(Execution::Executed(value))
+                    }
+                }
+            }
+            Completion::Keep(value) => {
+                self.phase = Phase::Done;
+                observe::decision(&call.operation, "kept");
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "kept", "the operation has no outcome to record; its claim is kept until the lease ends");
+                Ok(Execution::Executed(value))
+            }
+            Completion::Release(value) => {
+                self.phase = Phase::Releasing;
+                self.release().await;
+                self.phase = Phase::Done;
+                Ok(Execution::Executed(value))
+            }
+        }
+    }
+
+    /// Gives up a claim under which nothing took effect; a store that does
+    /// not answer now gets more tries in the background.
+    async fn release(&self) {
+        let call = self.call;
+        observe::decision(&call.operation, "released");
+        match self.store.release(&call.id, &self.lease).await {
+            Ok(()) => {
+                tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "released");
+            }
+            Err(e) if e.is_transient() => {
+                // Nothing took effect: a retry should run soon,
+                // not after the whole lease.
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "releasing_in_background", "the claim could not be released yet; retrying in the background while the lease lasts");
+                self.settle_later(Settle::Release, FIRST_PAUSE);
+            }
+            Err(e) => {
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "release_failed", "the claim could not be released; it ends with its lease");
+            }
+        }
+    }
+
+    /// Records the outcome held in `Completing`. The claim is done after a
+    /// success or a lost lease; after a transient failure it keeps the
     /// outcome for [`take_outcome`](Self::take_outcome).
-    pub(crate) async fn complete(&mut self) -> Result<(), StoreError> {
-        let GuardState::Completing(outcome) = &self.state else {
+    async fn complete(&mut self) -> Result<(), StoreError> {
+        let Phase::Completing(outcome) = &self.phase else {
             return Ok(());
         };
         let result =
-            complete_with_retry(&*self.store, &self.id, &self.lease, outcome, self.ttl).await;
+            complete_with_retry(&*self.store, &self.call.id, &self.lease, outcome, self.ttl).await;
         if !matches!(&result, Err(e) if e.is_transient()) {
-            self.state = GuardState::Done;
+            self.phase = Phase::Done;
         }
         result
     }
 
-    /// The outcome still to be recorded, if any; the guard is done after.
-    pub(crate) fn take_outcome(&mut self) -> Option<Outcome> {
-        match std::mem::replace(&mut self.state, GuardState::Done) {
-            GuardState::Completing(outcome) => Some(outcome),
+    /// The outcome still to be recorded, if any; the claim is done after.
+    fn take_outcome(&mut self) -> Option<Outcome> {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Completing(outcome) => Some(outcome),
             _ => None,
         }
     }
+
+    /// Hands `settle` to a background task that keeps trying while the
+    /// lease lasts.
+    fn settle_later(&self, settle: Settle, first_pause: Duration) {
+        settle_later(
+            Arc::clone(&self.store),
+            self.call.id,
+            self.lease,
+            settle,
+            self.call.scope.clone(),
+            first_pause,
+        );
+    }
 }
 
-impl Drop for Guard<'_> {
+/// The `executed` decision; `how` tells apart, in the log only, how its
+/// outcome was recorded (`completed`, or `in_transaction` by the operation).
+fn executed(call: &Call, how: &'static str) {
+    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "executed", how);
+    observe::decision(&call.operation, "executed");
+}
+
+impl Drop for Held<'_> {
     fn drop(&mut self) {
         observe::claims_held(-1.0);
         if let Some(renewal) = self.renewal.take() {
             renewal.abort();
         }
-        match std::mem::replace(&mut self.state, GuardState::Done) {
-            GuardState::Done => {}
+        let call = self.call;
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Done => {}
             // Nothing took effect and the caller went away while the claim
             // was being released: finish the release in the background, so
             // that the key is not left claimed for the lease.
-            GuardState::Releasing => {
-                settle_later(
-                    Arc::clone(&self.store),
-                    self.id,
-                    self.lease,
-                    Settle::Release,
-                    self.scope.clone(),
-                    Duration::ZERO,
-                );
-            }
+            Phase::Releasing => self.settle_later(Settle::Release, Duration::ZERO),
             // The operation ran and its caller went away while its result
             // was being recorded: keep trying in the background while the
             // lease lasts, as after an outage at completion, so that a
             // retry replays the result instead of running it again.
-            GuardState::Completing(outcome) => {
-                observe::decision(self.operation, "completed_late");
-                tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, decision = "completing_after_cancellation");
-                settle_later(
-                    Arc::clone(&self.store),
-                    self.id,
-                    self.lease,
-                    Settle::Complete {
-                        outcome,
-                        ttl: self.ttl,
-                    },
-                    self.scope.clone(),
-                    Duration::ZERO,
-                );
+            Phase::Completing(outcome) => {
+                observe::decision(&call.operation, "completed_late");
+                tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "completing_after_cancellation");
+                let ttl = self.ttl;
+                self.settle_later(Settle::Complete { outcome, ttl }, Duration::ZERO);
             }
             // Dropped or panicked while the operation ran: whatever it did
             // may have taken effect, so the claim is not released. It ends
             // with its lease (no renewal keeps it any longer), and a retry
             // meanwhile is told the operation is in flight.
-            GuardState::Running => {
-                observe::decision(self.operation, "abandoned");
-                tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, token = self.lease.token.0, decision = "outcome_unknown", "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
+            Phase::Running => {
+                observe::decision(&call.operation, "abandoned");
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = self.lease.token.0, decision = "outcome_unknown", "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
             }
         }
     }
