@@ -13,7 +13,7 @@ use std::pin::Pin;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full};
-use http_semantics::{echo_body, Runs, SLOW};
+use http_semantics::{echo_body, echo_headers, Runs, SLOW};
 use hyper::body::Incoming;
 use idem_axum::RecordPolicy;
 use idem_core::{Engine, Outcome, Scope};
@@ -105,23 +105,7 @@ async fn route(runs: Runs, method: Method, path: &str, body: Bytes) -> Answer {
         (Method::POST, "/echo") => {
             let n = runs.next();
             let mut response = status(StatusCode::CREATED, echo_body(&body, n));
-            let headers = response.headers_mut();
-            headers.append(
-                header::SET_COOKIE,
-                HeaderValue::from_static("session=abc; Path=/"),
-            );
-            headers.append(
-                header::SET_COOKIE,
-                HeaderValue::from_static("theme=dark; Path=/"),
-            );
-            headers.append(header::LINK, HeaderValue::from_static("</a>; rel=\"next\""));
-            headers.append(header::LINK, HeaderValue::from_static("</b>; rel=\"prev\""));
-            headers.insert(header::LOCATION, HeaderValue::from_static("/things/1"));
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
-            headers.insert("x-run", HeaderValue::from(n));
+            *response.headers_mut() = echo_headers(n);
             response
         }
         (Method::POST, "/slow") => {

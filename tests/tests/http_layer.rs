@@ -5,34 +5,18 @@ mod http_semantics;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
-use http_semantics::{echo_body, Runs, SLOW};
+use http_semantics::{echo_body, echo_headers, Runs, SLOW};
 use idem_axum::{IdempotencyLayer, RecordPolicy};
 use idem_core::{Engine, Scope};
 use idem_tests::serve;
 
 async fn echo(State(runs): State<Runs>, body: Bytes) -> Response {
     let n = runs.next();
-    let mut headers = HeaderMap::new();
-    headers.append(
-        header::SET_COOKIE,
-        HeaderValue::from_static("session=abc; Path=/"),
-    );
-    headers.append(
-        header::SET_COOKIE,
-        HeaderValue::from_static("theme=dark; Path=/"),
-    );
-    headers.append(header::LINK, HeaderValue::from_static("</a>; rel=\"next\""));
-    headers.append(header::LINK, HeaderValue::from_static("</b>; rel=\"prev\""));
-    headers.insert(header::LOCATION, HeaderValue::from_static("/things/1"));
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    headers.insert("x-run", HeaderValue::from(n));
+    let headers = echo_headers(n);
     (StatusCode::CREATED, headers, echo_body(&body, n)).into_response()
 }
 

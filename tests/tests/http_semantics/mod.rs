@@ -41,6 +41,29 @@ pub fn echo_body(body: &[u8], run: usize) -> Vec<u8> {
     out
 }
 
+/// The headers `/echo` answers with: repeated names, a location, a binary
+/// content type and the run number.
+pub fn echo_headers(run: usize) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    headers.append(
+        header::SET_COOKIE,
+        HeaderValue::from_static("session=abc; Path=/"),
+    );
+    headers.append(
+        header::SET_COOKIE,
+        HeaderValue::from_static("theme=dark; Path=/"),
+    );
+    headers.append(header::LINK, HeaderValue::from_static("</a>; rel=\"next\""));
+    headers.append(header::LINK, HeaderValue::from_static("</b>; rel=\"prev\""));
+    headers.insert(header::LOCATION, HeaderValue::from_static("/things/1"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert("x-run", HeaderValue::from(run));
+    headers
+}
+
 /// How long `/slow` takes.
 pub const SLOW: Duration = Duration::from_millis(1500);
 
