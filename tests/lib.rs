@@ -10,6 +10,7 @@
 mod claims;
 pub mod cluster;
 mod fake_stores;
+pub mod fault_proxy;
 mod hang_up;
 mod pgbouncer;
 mod ports;

@@ -57,6 +57,34 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
+    /// Every kind.
+    pub const ALL: [ProblemKind; 17] = [
+        ProblemKind::KeyMissing,
+        ProblemKind::KeyMalformed,
+        ProblemKind::InFlight,
+        ProblemKind::KeyReused,
+        ProblemKind::RequestTooLarge,
+        ProblemKind::BodyUnreadable,
+        ProblemKind::StoreUnavailable,
+        ProblemKind::LeaseLost,
+        ProblemKind::CommitUncertain,
+        ProblemKind::ReplayUnreadable,
+        ProblemKind::HandlerFailed,
+        ProblemKind::ResponseNotRecorded,
+        ProblemKind::BadRequest,
+        ProblemKind::NotFound,
+        ProblemKind::MethodNotAllowed,
+        ProblemKind::UnsupportedMediaType,
+        ProblemKind::BodyInvalid,
+    ];
+
+    /// The kind a problem `type` URI names (`urn:idem:problem:<slug>`);
+    /// `None` for another API's problem type.
+    pub fn from_type(type_uri: &str) -> Option<Self> {
+        let slug = type_uri.strip_prefix(PROBLEM_TYPE_PREFIX)?;
+        Self::ALL.into_iter().find(|k| k.slug() == slug)
+    }
+
     /// The slug in the `type` URI.
     pub fn slug(self) -> &'static str {
         match self {

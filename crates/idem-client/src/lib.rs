@@ -1,0 +1,32 @@
+//! # idem-client
+//!
+//! The caller's half of idem. Exactly-once needs both ends: the server runs
+//! a request once per key; the caller must send one key per logical
+//! request, the same on every retry, and retry only what is safe.
+//! [`IdempotencyMiddleware`] does that for a `reqwest` client through
+//! `reqwest-middleware`:
+//!
+//! - one key per logical request, minted before the first attempt (random
+//!   or time-ordered UUIDs, or the caller's own: an `Idempotency-Key`
+//!   header already set, or a [`Key`] extension), under a configurable
+//!   header, so it serves any API that takes idempotency keys;
+//! - retries with that key of what is safe to retry ([`RetryPolicy`]): no
+//!   answer at all (the request may have run: that is what the key is
+//!   for), `409` in flight, `429` and `503` honouring `Retry-After` up to a
+//!   cap, other 5xx by policy; never `422` (the key was reused for another
+//!   request) or another 4xx; full-jitter backoff, a maximum of attempts
+//!   and a total deadline;
+//! - what happened, in the response ([`ResponseExt`]): the key, the
+//!   attempts, whether the answer is a replay, and idem's problems as a
+//!   typed [`ProblemError`].
+
+mod key;
+mod middleware;
+mod outcome;
+mod policy;
+
+pub use idem_http::ProblemKind;
+pub use key::{Key, KeyMint};
+pub use middleware::IdempotencyMiddleware;
+pub use outcome::{Idempotency, ProblemError, ResponseExt};
+pub use policy::{Attempt, Decision, RetryPolicy};

@@ -1,0 +1,208 @@
+//! `IdempotencyMiddleware`: one key per logical request, minted before the
+//! first attempt and sent with every retry.
+
+use std::time::Duration;
+
+use http::Extensions;
+use reqwest::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, Request, Response};
+use reqwest_middleware::{Middleware, Next};
+use tokio::time::Instant;
+
+use crate::key::{Key, KeyMint};
+use crate::outcome::Idempotency;
+use crate::policy::{Attempt, Decision, RetryPolicy};
+
+/// A `reqwest-middleware` middleware that makes a caller's retries safe.
+///
+/// For a request whose method it covers (default `POST` and `PATCH`), it
+/// takes the request's key (an `Idempotency-Key` header already set, or a
+/// [`Key`] extension), or mints one ([`KeyMint`]), once, before the first
+/// attempt; then it sends the request and retries it with the same key as
+/// its [`RetryPolicy`] says. The response carries an [`Idempotency`] in
+/// its extensions: the key, the attempts, and whether it is a replay.
+/// Requests with other methods and no key pass through, sent once.
+///
+/// A request whose body cannot be cloned (a stream) is sent once, with its
+/// key: it cannot be sent again.
+///
+/// ```no_run
+/// use idem_client::{IdempotencyMiddleware, ResponseExt};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(IdempotencyMiddleware::new())
+///     .build();
+/// let answer = client
+///     .post("http://127.0.0.1:3000/accounts/acct-1/debits")
+///     .header("content-type", "application/json")
+///     .body(r#"{"amount":100}"#)
+///     .send()
+///     .await?;
+/// let how = answer.idempotency().cloned();
+/// let debit = answer.error_for_problem().await?;
+/// println!("{:?} after {:?}", debit.status(), how);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct IdempotencyMiddleware {
+    header: HeaderName,
+    methods: Vec<Method>,
+    mint: KeyMint,
+    policy: RetryPolicy,
+}
+
+impl Default for IdempotencyMiddleware {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl IdempotencyMiddleware {
+    /// Keys in `Idempotency-Key` for `POST` and `PATCH`, random UUIDs, the
+    /// default [`RetryPolicy`].
+    pub fn new() -> Self {
+        Self {
+            header: HeaderName::from_static(idem_http::IDEMPOTENCY_KEY),
+            methods: vec![Method::POST, Method::PATCH],
+            mint: KeyMint::default(),
+            policy: RetryPolicy::default(),
+        }
+    }
+
+    /// The header that carries the key (Stripe's is `Idempotency-Key` too).
+    #[must_use]
+    pub fn header(mut self, name: HeaderName) -> Self {
+        self.header = name;
+        self
+    }
+
+    /// The methods that get a key minted when they have none.
+    #[must_use]
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.methods = methods.into_iter().collect();
+        self
+    }
+
+    /// How keys are minted.
+    #[must_use]
+    pub fn mint(mut self, mint: KeyMint) -> Self {
+        self.mint = mint;
+        self
+    }
+
+    /// Which attempts are retried, and how.
+    #[must_use]
+    pub fn policy(mut self, policy: RetryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The key for `req`: its own header, its [`Key`] extension, or a new
+    /// one if its method is covered; `None` for a request to pass through.
+    fn key_for(&self, req: &Request, extensions: &Extensions) -> Option<String> {
+        if let Some(own) = req.headers().get(&self.header) {
+            return own.to_str().ok().map(str::to_owned);
+        }
+        if let Some(Key(key)) = extensions.get::<Key>() {
+            return Some(key.clone());
+        }
+        self.methods
+            .contains(req.method())
+            .then(|| self.mint.mint())
+    }
+}
+
+/// What an attempt gave, for the policy.
+fn attempt_of(result: &reqwest_middleware::Result<Response>) -> Option<Attempt> {
+    match result {
+        Ok(response) => Some(Attempt::Answer {
+            status: response.status().as_u16(),
+            retry_after: response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs),
+        }),
+        // No answer: the request may or may not have run.
+        Err(reqwest_middleware::Error::Reqwest(e))
+            if e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() =>
+        {
+            Some(Attempt::NoAnswer)
+        }
+        // A request that cannot be built, a redirect loop, another
+        // middleware's error: sending it again would not help.
+        Err(_) => None,
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for IdempotencyMiddleware {
+    async fn handle(
+        &self,
+        mut req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let Some(key) = self.key_for(&req, extensions) else {
+            return next.run(req, extensions).await;
+        };
+        let Ok(value) = HeaderValue::from_str(&key) else {
+            return Err(reqwest_middleware::Error::Middleware(anyhow_error(
+                format!("the idempotency key {key:?} cannot be sent as a header value"),
+            )));
+        };
+        req.headers_mut().insert(self.header.clone(), value);
+        let started = Instant::now();
+        let mut made = 0u32;
+        loop {
+            made += 1;
+            let Some(this) = req.try_clone() else {
+                // A streamed body is sent once.
+                let result = next.run(req, extensions).await;
+                return annotate(result, key, made);
+            };
+            let result = next.clone().run(this, extensions).await;
+            let decision = match attempt_of(&result) {
+                Some(attempt) => {
+                    self.policy
+                        .decide(made, started.elapsed(), attempt, rand::random::<f64>())
+                }
+                None => Decision::Stop,
+            };
+            match decision {
+                Decision::Stop => return annotate(result, key, made),
+                Decision::RetryAfter(pause) => {
+                    tracing::debug!(target: "idem", key = %key, attempt = made, pause_ms = pause.as_millis(), "retrying with the same idempotency key");
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+}
+
+/// Adds how the logical request went to its response.
+fn annotate(
+    result: reqwest_middleware::Result<Response>,
+    key: String,
+    attempts: u32,
+) -> reqwest_middleware::Result<Response> {
+    result.map(|mut response| {
+        let replayed = response
+            .headers()
+            .get(idem_http::IDEMPOTENT_REPLAYED)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+        response.extensions_mut().insert(Idempotency {
+            key,
+            attempts,
+            replayed,
+        });
+        response
+    })
+}
+
+fn anyhow_error(message: String) -> anyhow::Error {
+    anyhow::Error::msg(message)
+}

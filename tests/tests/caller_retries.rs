@@ -1,0 +1,243 @@
+//! The caller's half end to end: `idem-client`'s middleware in front of the
+//! payments example, through a proxy that loses answers, resets and refuses
+//! connections and delays them. Every logical debit takes effect exactly
+//! once, the client's answer is the recorded one, and retries stop where
+//! they must.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use futures_util::StreamExt as _;
+use idem_client::{IdempotencyMiddleware, Key, ProblemKind, ResponseExt, RetryPolicy};
+use idem_core::{Engine, MemoryStore};
+use idem_examples::payments::{router, Account, App, MemoryLedger};
+use idem_tests::fault_proxy::{Fault, FaultProxy};
+use idem_tests::serve;
+use reqwest_middleware::ClientWithMiddleware;
+
+const ACCOUNTS: usize = 5;
+const CALLS: usize = 200;
+
+async fn payments() -> String {
+    let store = MemoryStore::new();
+    serve(router(App {
+        engine: Engine::new(store.clone()),
+        ledger: Arc::new(MemoryLedger::new(&store)),
+        debit_delay: Duration::ZERO,
+        provider: None,
+    }))
+    .await
+}
+
+/// A client that opens a connection per attempt (so that each fault of the
+/// proxy falls on one attempt), with the middleware.
+fn client(policy: RetryPolicy) -> ClientWithMiddleware {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("client");
+    reqwest_middleware::ClientBuilder::new(http)
+        .with(IdempotencyMiddleware::new().policy(policy))
+        .build()
+}
+
+async fn balance(url: &str, account: &str) -> u64 {
+    let a: Account = reqwest::get(format!("{url}/accounts/{account}"))
+        .await
+        .expect("balance")
+        .json()
+        .await
+        .expect("account json");
+    a.balance
+}
+
+#[tokio::test]
+async fn answers_lost_connections_reset_and_refused_still_debit_every_payment_exactly_once() {
+    let url = payments().await;
+    let target = url.trim_start_matches("http://").parse().expect("address");
+    let proxy = FaultProxy::start(
+        target,
+        vec![
+            Fault::DropAnswer,
+            Fault::Pass,
+            Fault::Reset,
+            Fault::Refuse,
+            Fault::Pass,
+            Fault::DropAnswer,
+            Fault::Delay(Duration::from_millis(30)),
+            Fault::Pass,
+        ],
+    )
+    .await;
+    let policy = RetryPolicy::default()
+        .max_attempts(12)
+        .backoff(Duration::from_millis(2), Duration::from_millis(40));
+    let client = client(policy);
+    let mut before = HashMap::new();
+    for a in 0..ACCOUNTS {
+        let account = format!("acct-{a}");
+        before.insert(account.clone(), balance(&url, &account).await);
+    }
+
+    let answers: Vec<(String, String, u32, bool, Vec<u8>)> = futures_util::stream::iter(0..CALLS)
+        .map(|i| {
+            let (client, proxy) = (client.clone(), proxy.url());
+            async move {
+                let account = format!("acct-{}", i % ACCOUNTS);
+                let answer = client
+                    .post(format!("{proxy}/accounts/{account}/debits"))
+                    .json(&serde_json::json!({ "amount": 1 }))
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("call {i} failed after its retries: {e}"));
+                let how = answer
+                    .idempotency()
+                    .cloned()
+                    .expect("the middleware's report");
+                assert_eq!(answer.status(), StatusCode::CREATED, "call {i}");
+                let body = answer.bytes().await.expect("body").to_vec();
+                (account, how.key, how.attempts, how.replayed, body)
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+
+    // Each payment once: every account is down by exactly its calls.
+    for a in 0..ACCOUNTS {
+        let account = format!("acct-{a}");
+        let calls = u64::try_from(CALLS / ACCOUNTS).expect("small");
+        assert_eq!(
+            before[&account] - balance(&url, &account).await,
+            calls,
+            "{account} was debited other than once per payment"
+        );
+    }
+    // Keys: one per logical call.
+    let keys: std::collections::HashSet<_> = answers.iter().map(|a| &a.1).collect();
+    assert_eq!(keys.len(), CALLS);
+    // The client's answer is the recorded one, byte for byte.
+    let direct = reqwest::Client::new();
+    for (account, key, _, _, body) in &answers {
+        let replay = direct
+            .post(format!("{url}/accounts/{account}/debits"))
+            .header("idempotency-key", key)
+            .json(&serde_json::json!({ "amount": 1 }))
+            .send()
+            .await
+            .expect("replay");
+        assert_eq!(replay.headers()["idempotent-replayed"], "true");
+        assert_eq!(&replay.bytes().await.expect("body")[..], &body[..]);
+    }
+    // The faults fell on attempts, and answers lost after the debit came
+    // back as replays.
+    let retried = answers.iter().filter(|a| a.2 > 1).count();
+    let replayed = answers.iter().filter(|a| a.3).count();
+    assert!(
+        retried > CALLS / 4,
+        "only {retried} calls were retried: {:?}",
+        proxy.counts()
+    );
+    assert!(
+        replayed > CALLS / 10,
+        "only {replayed} answers were replays"
+    );
+}
+
+#[tokio::test]
+async fn a_key_reused_for_another_payment_is_refused_once_and_never_retried() {
+    let url = payments().await;
+    let client = client(RetryPolicy::default());
+    let key = format!("order-{}", std::process::id());
+    let first = client
+        .post(format!("{url}/accounts/acct-1/debits"))
+        .with_extension(Key::new(&key))
+        .json(&serde_json::json!({ "amount": 5 }))
+        .send()
+        .await
+        .expect("first");
+    assert_eq!(first.status(), StatusCode::CREATED);
+    assert_eq!(
+        first.idempotency().map(|i| i.key.as_str()),
+        Some(key.as_str())
+    );
+    let other = client
+        .post(format!("{url}/accounts/acct-1/debits"))
+        .with_extension(Key::new(&key))
+        .json(&serde_json::json!({ "amount": 7 }))
+        .send()
+        .await
+        .expect("second");
+    assert_eq!(other.idempotency().map(|i| i.attempts), Some(1));
+    let problem = other.error_for_problem().await.expect_err("422");
+    assert_eq!(
+        (problem.status, problem.kind),
+        (422, Some(ProblemKind::KeyReused))
+    );
+    assert!(!problem.is_retryable());
+    let bad = client
+        .post(format!("{url}/accounts/acct-1/debits"))
+        .json(&serde_json::json!({ "amount": 0 }))
+        .send()
+        .await
+        .expect("bad amount");
+    assert_eq!(bad.idempotency().map(|i| i.attempts), Some(1));
+    assert!(bad.status().is_client_error());
+}
+
+/// Keys seen by a server that answers 503 to the first attempts of each.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<String>>>);
+
+async fn flaky(State(seen): State<Seen>, headers: HeaderMap) -> StatusCode {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let mut seen = seen.0.lock().unwrap_or_else(PoisonError::into_inner);
+    let earlier = seen.iter().filter(|k| **k == key).count();
+    seen.push(key);
+    if earlier < 2 {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::CREATED
+    }
+}
+
+#[tokio::test]
+async fn every_attempt_of_a_call_carries_its_key_and_each_call_gets_a_new_one() {
+    let seen = Seen::default();
+    let url = serve(
+        axum::Router::new()
+            .route("/orders", post(flaky))
+            .with_state(seen.clone()),
+    )
+    .await;
+    let client =
+        client(RetryPolicy::default().backoff(Duration::from_millis(1), Duration::from_millis(5)));
+    for _ in 0..2 {
+        let answer = client
+            .post(format!("{url}/orders"))
+            .body("{}")
+            .send()
+            .await
+            .expect("order");
+        assert_eq!(answer.status(), StatusCode::CREATED);
+        assert_eq!(answer.idempotency().map(|i| i.attempts), Some(3));
+    }
+    let seen = seen
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    assert_eq!(seen.len(), 6);
+    assert!(seen[..3].iter().all(|k| *k == seen[0]) && !seen[0].is_empty());
+    assert!(seen[3..].iter().all(|k| *k == seen[3]));
+    assert_ne!(seen[0], seen[3], "a new logical call must get a new key");
+}
