@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use futures_util::StreamExt as _;
-use idem_client::{IdempotencyMiddleware, Key, ProblemKind, ResponseExt, RetryPolicy};
+use idem_client::{CallSite, IdempotencyMiddleware, Key, ProblemKind, ResponseExt, RetryPolicy};
 use idem_core::{Engine, MemoryStore};
 use idem_examples::payments::{router, Account, App, MemoryLedger};
 use idem_tests::fault_proxy::{Fault, FaultProxy};
@@ -74,8 +74,10 @@ async fn answers_lost_connections_reset_and_refused_still_debit_every_payment_ex
         ],
     )
     .await;
+    // Half the connections fail: 40 attempts make a call that fails them
+    // all (one in 2^40) out of the question.
     let policy = RetryPolicy::default()
-        .max_attempts(12)
+        .max_attempts(40)
         .backoff(Duration::from_millis(2), Duration::from_millis(40));
     let client = client(policy);
     let mut before = HashMap::new();
@@ -240,4 +242,78 @@ async fn every_attempt_of_a_call_carries_its_key_and_each_call_gets_a_new_one() 
     assert!(seen[..3].iter().all(|k| *k == seen[0]) && !seen[0].is_empty());
     assert!(seen[3..].iter().all(|k| *k == seen[3]));
     assert_ne!(seen[0], seen[3], "a new logical call must get a new key");
+}
+
+/// An order's payment, made by an `Engine::run` operation through the
+/// client: the downstream debit's key is derived from the order's claim.
+async fn pay_for_order(
+    engine: &Engine,
+    client: &ClientWithMiddleware,
+    downstream: &str,
+    stall: Duration,
+) -> Result<idem_core::Ran<Option<(bool, bool)>>, idem_core::Error<idem_core::Never>> {
+    let call = idem_core::Call::new(
+        idem_core::Scope::new("orders"),
+        idem_core::IdempotencyKey::parse("order-77").expect("key"),
+        idem_core::Fingerprint::of("pay", &77).expect("fingerprint"),
+    );
+    engine
+        .run(&call, |_claim| async move {
+            let answer = client
+                .post(format!("{downstream}/accounts/acct-9/debits"))
+                .with_extension(CallSite::new("debit"))
+                .json(&serde_json::json!({ "amount": 77 }))
+                .send()
+                .await
+                .expect("downstream debit");
+            assert_eq!(answer.status(), StatusCode::CREATED);
+            // Whether its key came from the claim, and whether it was a replay.
+            let how = answer.idempotency().map(|i| (i.derived, i.replayed));
+            // Frozen here, past the lease: another instance takes over.
+            tokio::time::sleep(stall).await;
+            Ok::<_, idem_core::Never>(how)
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_frozen_after_its_downstream_debit_and_taken_over_debits_downstream_once() {
+    let downstream = payments().await;
+    let before = balance(&downstream, "acct-9").await;
+    let lease = Duration::from_millis(300);
+    let records: Arc<dyn idem_core::Store> = Arc::new(MemoryStore::new());
+    let policy = idem_core::Policy::default().lease(lease);
+    let stalling = Engine::from_arc(Arc::new(idem_tests::RenewalsFail(Arc::clone(&records))))
+        .with_policy(policy);
+    let other = Engine::from_arc(records).with_policy(policy);
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(IdempotencyMiddleware::new().propagate(true))
+        .build();
+
+    let first = {
+        let (client, downstream) = (client.clone(), downstream.clone());
+        tokio::spawn(async move { pay_for_order(&stalling, &client, &downstream, lease * 4).await })
+    };
+    tokio::time::sleep(lease * 2).await;
+    let second = pay_for_order(&other, &client, &downstream, Duration::ZERO)
+        .await
+        .expect("the takeover runs the order");
+    let first = first.await.expect("first holder");
+    assert_eq!(
+        before - balance(&downstream, "acct-9").await,
+        77,
+        "one downstream debit, though the order ran twice"
+    );
+    let idem_core::Ran::Executed(Some((derived, replayed))) = second else {
+        panic!("the takeover must run the operation again: {second:?}");
+    };
+    assert!(derived, "the downstream key comes from the order's claim");
+    assert!(
+        replayed,
+        "the downstream service answers the repeated debit with its record"
+    );
+    assert!(
+        matches!(first, Err(idem_core::Error::LeaseLost)),
+        "the frozen holder's result is not recorded"
+    );
 }

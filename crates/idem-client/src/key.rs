@@ -52,3 +52,19 @@ impl Key {
         Self(key.into())
     }
 }
+
+/// The name of a downstream call site, as a request extension, for a
+/// middleware that propagates keys
+/// ([`IdempotencyMiddleware::propagate`](crate::IdempotencyMiddleware::propagate)):
+/// the key is derived from the current claim and this name. Name each call
+/// an operation makes once (`"charge"`, `"ship"`); without it the name is
+/// the method and URL, which must then not carry per-call values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallSite(pub String);
+
+impl CallSite {
+    /// The call site `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+}

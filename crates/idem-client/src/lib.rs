@@ -18,7 +18,12 @@
 //!   and a total deadline;
 //! - what happened, in the response ([`ResponseExt`]): the key, the
 //!   attempts, whether the answer is a replay, and idem's problems as a
-//!   typed [`ProblemError`].
+//!   typed [`ProblemError`];
+//! - opt-in, keys that follow the work downstream
+//!   ([`IdempotencyMiddleware::propagate`]): a request sent from inside an
+//!   idempotent operation carries a key derived from the operation's
+//!   claim and its [`CallSite`], so that a takeover's repeated downstream
+//!   call is answered by the downstream service with its first outcome.
 
 mod key;
 mod middleware;
@@ -26,7 +31,7 @@ mod outcome;
 mod policy;
 
 pub use idem_http::ProblemKind;
-pub use key::{Key, KeyMint};
+pub use key::{CallSite, Key, KeyMint};
 pub use middleware::IdempotencyMiddleware;
 pub use outcome::{Idempotency, ProblemError, ResponseExt};
 pub use policy::{Attempt, Decision, RetryPolicy};

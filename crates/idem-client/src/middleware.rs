@@ -9,7 +9,9 @@ use reqwest::{Method, Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use tokio::time::Instant;
 
-use crate::key::{Key, KeyMint};
+use idem_core::Claim;
+
+use crate::key::{CallSite, Key, KeyMint};
 use crate::outcome::Idempotency;
 use crate::policy::{Attempt, Decision, RetryPolicy};
 
@@ -51,6 +53,7 @@ pub struct IdempotencyMiddleware {
     methods: Vec<Method>,
     mint: KeyMint,
     policy: RetryPolicy,
+    propagate: bool,
 }
 
 impl Default for IdempotencyMiddleware {
@@ -68,6 +71,7 @@ impl IdempotencyMiddleware {
             methods: vec![Method::POST, Method::PATCH],
             mint: KeyMint::default(),
             policy: RetryPolicy::default(),
+            propagate: false,
         }
     }
 
@@ -99,18 +103,46 @@ impl IdempotencyMiddleware {
         self
     }
 
-    /// The key for `req`: its own header, its [`Key`] extension, or a new
-    /// one if its method is covered; `None` for a request to pass through.
-    fn key_for(&self, req: &Request, extensions: &Extensions) -> Option<String> {
+    /// Whether a request sent from inside an idempotent operation (an
+    /// idem handler, an `Engine::run` operation) carries a key derived from
+    /// the operation's claim ([`Claim::downstream_key`]) and the request's
+    /// [`CallSite`], instead of a new one (default `false`). A takeover that
+    /// runs the operation again, after its first holder stalled past its
+    /// lease, then repeats its downstream calls under the same keys, and
+    /// the downstream services answer them with their first outcome.
+    #[must_use]
+    pub fn propagate(mut self, propagate: bool) -> Self {
+        self.propagate = propagate;
+        self
+    }
+
+    /// The key for `req`, and whether it was derived from the current
+    /// claim: its own header, its [`Key`] extension, a key derived from
+    /// the current claim, or a new one, for a covered method or a named
+    /// [`CallSite`]; `None` for a request to pass through.
+    fn key_for(&self, req: &Request, extensions: &Extensions) -> Option<(String, bool)> {
         if let Some(own) = req.headers().get(&self.header) {
-            return own.to_str().ok().map(str::to_owned);
+            return own.to_str().ok().map(|k| (k.to_owned(), false));
         }
         if let Some(Key(key)) = extensions.get::<Key>() {
-            return Some(key.clone());
+            return Some((key.clone(), false));
         }
-        self.methods
-            .contains(req.method())
-            .then(|| self.mint.mint())
+        let site = extensions.get::<CallSite>();
+        if !self.methods.contains(req.method()) && site.is_none() {
+            return None;
+        }
+        if self.propagate {
+            if let Some(claim) = Claim::current() {
+                let site = site.map_or_else(
+                    || format!("{} {}", req.method(), req.url()),
+                    |s| s.0.clone(),
+                );
+                let key = claim.downstream_key(&site);
+                tracing::debug!(target: "idem", record = %claim.record_id(), call_site = %site, key = %key.as_str(), "downstream call keyed from the claim");
+                return Some((key.as_str().to_owned(), true));
+            }
+        }
+        Some((self.mint.mint(), false))
     }
 }
 
@@ -146,7 +178,7 @@ impl Middleware for IdempotencyMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let Some(key) = self.key_for(&req, extensions) else {
+        let Some((key, derived)) = self.key_for(&req, extensions) else {
             return next.run(req, extensions).await;
         };
         let Ok(value) = HeaderValue::from_str(&key) else {
@@ -162,7 +194,7 @@ impl Middleware for IdempotencyMiddleware {
             let Some(this) = req.try_clone() else {
                 // A streamed body is sent once.
                 let result = next.run(req, extensions).await;
-                return annotate(result, key, made);
+                return annotate(result, key, derived, made);
             };
             let result = next.clone().run(this, extensions).await;
             let decision = match attempt_of(&result) {
@@ -173,7 +205,7 @@ impl Middleware for IdempotencyMiddleware {
                 None => Decision::Stop,
             };
             match decision {
-                Decision::Stop => return annotate(result, key, made),
+                Decision::Stop => return annotate(result, key, derived, made),
                 Decision::RetryAfter(pause) => {
                     tracing::debug!(target: "idem", key = %key, attempt = made, pause_ms = pause.as_millis(), "retrying with the same idempotency key");
                     tokio::time::sleep(pause).await;
@@ -187,6 +219,7 @@ impl Middleware for IdempotencyMiddleware {
 fn annotate(
     result: reqwest_middleware::Result<Response>,
     key: String,
+    derived: bool,
     attempts: u32,
 ) -> reqwest_middleware::Result<Response> {
     result.map(|mut response| {
@@ -196,6 +229,7 @@ fn annotate(
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
         response.extensions_mut().insert(Idempotency {
             key,
+            derived,
             attempts,
             replayed,
         });

@@ -14,6 +14,9 @@ use reqwest::Response;
 pub struct Idempotency {
     /// The key every attempt carried.
     pub key: String,
+    /// Whether the key was derived from the claim of the operation that
+    /// made the request ([`IdempotencyMiddleware::propagate`](crate::IdempotencyMiddleware::propagate)).
+    pub derived: bool,
     /// How many attempts were made, the first included.
     pub attempts: u32,
     /// Whether the answer is a replay of an earlier attempt's outcome

@@ -4,6 +4,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::future::Future;
+
 use crate::key::{downstream_key, IdempotencyKey, RecordId, Scope};
 use crate::store::{FencingToken, Lease};
 
@@ -81,7 +83,28 @@ impl ClaimShared {
     }
 }
 
+tokio::task_local! {
+    /// The claim of the operation this task runs.
+    static CURRENT: Claim;
+}
+
 impl Claim {
+    /// The claim of the idempotent operation the current task runs (an
+    /// `Engine::run` or `execute` operation, or a covered handler), if any:
+    /// for a client that derives the keys of the operation's downstream
+    /// calls from it ([`downstream_key`](Self::downstream_key)), so that a
+    /// takeover that runs the operation again repeats those calls under the
+    /// same keys. Tasks the operation spawns do not see it.
+    pub fn current() -> Option<Claim> {
+        CURRENT.try_with(Claim::clone).ok()
+    }
+
+    /// Runs `operation` with `self` as the [`current`](Self::current)
+    /// claim.
+    pub(crate) async fn run_as_current<F: Future>(self, operation: F) -> F::Output {
+        CURRENT.scope(self, operation).await
+    }
+
     pub(crate) fn new(id: RecordId, lease: Lease, ttl: Duration, shared: Arc<ClaimShared>) -> Self {
         Self {
             id,

@@ -133,7 +133,7 @@ impl<'a> Held<'a> {
         let call = self.call;
         let claim = Claim::new(call.id, self.lease, self.ttl, Arc::clone(&self.shared));
         let renew_every = self.lease_len / 3;
-        let fut = op(claim);
+        let fut = claim.clone().run_as_current(op(claim));
         tokio::pin!(fut);
         // Most operations end well within a third of the lease; only a slower
         // one pays for a renewal task.
