@@ -747,12 +747,11 @@ async fn debit(
             Ok(_) => {}
             Err(e) => return answer(Err(e)),
         }
-        // The charge's key is the claim's downstream key: the same for every
-        // attempt at this debit, so a takeover's repeat is charged once.
-        if let Err(e) = provider
-            .charge(&claim.downstream_key("charge"), &account, amount)
-            .await
-        {
+        // The charge's key is the claim's downstream key, which the
+        // provider client derives from the claim this debit runs under: the
+        // same for every attempt at this debit, so a takeover's repeat is
+        // charged once.
+        if let Err(e) = provider.charge(&account, amount).await {
             // Whether it charged is unknown: 503 is not recorded, the claim
             // goes, and the retry charges again with the same key.
             return problem(

@@ -12,6 +12,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
@@ -19,7 +20,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use idem_axum::idempotent;
-use idem_core::{Engine, IdempotencyKey};
+use idem_client::{CallSite, IdempotencyMiddleware, RetryPolicy};
+use idem_core::Engine;
+use reqwest_middleware::ClientWithMiddleware;
 use serde::{Deserialize, Serialize};
 
 /// The charges made, one per key.
@@ -107,34 +110,40 @@ pub enum ProviderError {
     },
 }
 
-/// The payments service's side: charges through the provider at `url`.
+/// The payments service's side: charges through the provider at `url`,
+/// with idem's client. Inside a debit, a charge's key is derived from the
+/// debit's claim (`propagate`, call site `charge`): the same for every
+/// attempt at the debit, so a takeover's repeated charge is charged once;
+/// and the client retries a charge whose answer was lost, with that key.
 #[derive(Clone, Debug)]
 pub struct ProviderClient {
-    http: reqwest::Client,
+    http: ClientWithMiddleware,
     url: String,
 }
 
 impl ProviderClient {
     /// A client of the provider at `url` (`http://127.0.0.1:3100`, say).
     pub fn new(url: &str) -> Self {
+        let policy = RetryPolicy::default()
+            .max_attempts(3)
+            .deadline(Duration::from_secs(2));
+        let http = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+            .with(IdempotencyMiddleware::new().propagate(true).policy(policy))
+            .build();
         Self {
-            http: reqwest::Client::new(),
+            http,
             url: url.trim_end_matches('/').to_owned(),
         }
     }
 
-    /// Charges `amount` to `account` under `key` (a claim's
-    /// `downstream_key("charge")`): the same key charges once.
-    pub async fn charge(
-        &self,
-        key: &IdempotencyKey,
-        account: &str,
-        amount: u64,
-    ) -> Result<Charge, ProviderError> {
+    /// Charges `amount` to `account`; inside a debit, under the key derived
+    /// from the debit's claim for the call site `charge`
+    /// (`claim.downstream_key("charge")`): the same key charges once.
+    pub async fn charge(&self, account: &str, amount: u64) -> Result<Charge, ProviderError> {
         let sent = self
             .http
             .post(format!("{}/charges", self.url))
-            .header("idempotency-key", key.as_str())
+            .with_extension(CallSite::new("charge"))
             .json(&ChargeRequest {
                 account: account.to_owned(),
                 amount,
