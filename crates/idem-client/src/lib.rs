@@ -23,13 +23,19 @@
 //!   ([`IdempotencyMiddleware::propagate`]): a request sent from inside an
 //!   idempotent operation carries a key derived from the operation's
 //!   claim and its [`CallSite`], so that a takeover's repeated downstream
-//!   call is answered by the downstream service with its first outcome.
+//!   call is answered by the downstream service with its first outcome;
+//! - the same for tonic clients (feature `grpc`): `GrpcIdempotencyLayer`,
+//!   a tower layer over a `Channel`.
 
+#[cfg(feature = "grpc")]
+mod grpc;
 mod key;
 mod middleware;
 mod outcome;
 mod policy;
 
+#[cfg(feature = "grpc")]
+pub use grpc::{GrpcIdempotency, GrpcIdempotencyLayer};
 pub use idem_http::ProblemKind;
 pub use key::{CallSite, Key, KeyMint};
 pub use middleware::IdempotencyMiddleware;

@@ -1,0 +1,237 @@
+//! `GrpcIdempotencyLayer`: the same for tonic clients. A tower layer over a
+//! `Channel` that puts one key in each unary call's metadata and retries
+//! the call with it: no answer, `ABORTED` (the same key in flight; its
+//! `grpc-retry-pushback-ms` honoured), `UNAVAILABLE`, and
+//! `DEADLINE_EXCEEDED` (idem answers it ahead of a call's deadline and goes
+//! on: the retry gets the outcome).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue, Request, Response};
+use http_body_util::{BodyExt as _, Full};
+use tokio::time::Instant;
+use tonic::body::Body;
+use tonic::Code;
+use tower_service::Service;
+
+use crate::key::KeyMint;
+use crate::outcome::Idempotency;
+use crate::policy::{Attempt, Decision, RetryPolicy};
+
+/// A tower layer for tonic clients: `ServiceBuilder::new()
+/// .layer(GrpcIdempotencyLayer::new()).service(channel)`, then the
+/// generated client over it.
+///
+/// Each call gets a key in `idempotency-key` metadata (the one already set
+/// on the request is kept), minted before the first attempt, and is
+/// retried with it as its [`RetryPolicy`] says, its gRPC code read as the
+/// HTTP status the policy knows: `ABORTED` as 409 (its pushback as
+/// `Retry-After`), `UNAVAILABLE` as 503, `DEADLINE_EXCEEDED` as 504 (a 5xx:
+/// retried unless `server_errors(false)`), `RESOURCE_EXHAUSTED` as 429 only
+/// with a pushback; every other code is final. The request message is
+/// buffered (up to 4 MiB) so that it can be sent again. The response's
+/// extensions carry an [`Idempotency`].
+#[derive(Clone, Debug)]
+pub struct GrpcIdempotencyLayer {
+    config: Arc<Config>,
+}
+
+#[derive(Debug)]
+struct Config {
+    header: HeaderName,
+    mint: KeyMint,
+    policy: RetryPolicy,
+    max_message: usize,
+}
+
+impl Default for GrpcIdempotencyLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GrpcIdempotencyLayer {
+    /// Keys in `idempotency-key` metadata, random UUIDs, the default policy.
+    pub fn new() -> Self {
+        Self {
+            config: Arc::new(Config {
+                header: HeaderName::from_static(idem_http::IDEMPOTENCY_KEY),
+                mint: KeyMint::default(),
+                policy: RetryPolicy::default(),
+                max_message: 4 << 20,
+            }),
+        }
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::get_mut(&mut self.config).expect("configured before it is shared")
+    }
+
+    /// The metadata key that carries the idempotency key.
+    #[must_use]
+    pub fn header(mut self, name: HeaderName) -> Self {
+        self.config_mut().header = name;
+        self
+    }
+
+    /// How keys are minted.
+    #[must_use]
+    pub fn mint(mut self, mint: KeyMint) -> Self {
+        self.config_mut().mint = mint;
+        self
+    }
+
+    /// Which attempts are retried, and how.
+    #[must_use]
+    pub fn policy(mut self, policy: RetryPolicy) -> Self {
+        self.config_mut().policy = policy;
+        self
+    }
+}
+
+impl<S> tower_layer::Layer<S> for GrpcIdempotencyLayer {
+    type Service = GrpcIdempotency<S>;
+
+    fn layer(&self, inner: S) -> GrpcIdempotency<S> {
+        GrpcIdempotency {
+            inner,
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+/// The service [`GrpcIdempotencyLayer`] makes.
+#[derive(Clone, Debug)]
+pub struct GrpcIdempotency<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<S> Service<Request<Body>> for GrpcIdempotency<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError> + Send,
+{
+    type Response = Response<Body>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(call(inner, Arc::clone(&self.config), req))
+    }
+}
+
+async fn call<S>(
+    mut inner: S,
+    config: Arc<Config>,
+    req: Request<Body>,
+) -> Result<Response<Body>, BoxError>
+where
+    S: Service<Request<Body>, Response = Response<Body>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError> + Send,
+{
+    let (mut parts, body) = req.into_parts();
+    let key = match parts
+        .headers
+        .get(&config.header)
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(own) => own.to_owned(),
+        None => {
+            let key = config.mint.mint();
+            parts
+                .headers
+                .insert(config.header.clone(), HeaderValue::from_str(&key)?);
+            key
+        }
+    };
+    let message = http_body_util::Limited::new(body, config.max_message)
+        .collect()
+        .await?
+        .to_bytes();
+    let started = Instant::now();
+    let mut made = 0u32;
+    loop {
+        made += 1;
+        let attempt = Request::from_parts(parts.clone(), Body::new(Full::new(message.clone())));
+        std::future::poll_fn(|cx| inner.poll_ready(cx))
+            .await
+            .map_err(Into::into)?;
+        let result = inner.call(attempt).await.map_err(Into::into);
+        let decision = match attempt_of(&result) {
+            Some(attempt) => {
+                config
+                    .policy
+                    .decide(made, started.elapsed(), attempt, rand::random::<f64>())
+            }
+            None => Decision::Stop,
+        };
+        match decision {
+            Decision::Stop => {
+                return result.map(|mut response| {
+                    let replayed = response
+                        .headers()
+                        .get(idem_http::IDEMPOTENT_REPLAYED)
+                        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+                    response.extensions_mut().insert(Idempotency {
+                        key,
+                        derived: false,
+                        attempts: made,
+                        replayed,
+                    });
+                    response
+                })
+            }
+            Decision::RetryAfter(pause) => {
+                tracing::debug!(target: "idem", key = %key, attempt = made, pause_ms = pause.as_millis(), "retrying the call with the same idempotency key");
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+}
+
+/// A call's outcome as the policy reads it: its code (from a trailers-only
+/// answer's headers) as an HTTP status, with its pushback.
+fn attempt_of(result: &Result<Response<Body>, BoxError>) -> Option<Attempt> {
+    let response = match result {
+        Ok(response) => response,
+        Err(_) => return Some(Attempt::NoAnswer),
+    };
+    let headers = response.headers();
+    let code = headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i32>().ok())
+        .map_or(Code::Ok, Code::from);
+    let pushback = headers
+        .get("grpc-retry-pushback-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis);
+    let status = match code {
+        Code::Aborted => 409,
+        Code::Unavailable => 503,
+        Code::DeadlineExceeded => 504,
+        Code::ResourceExhausted if pushback.is_some() => 429,
+        Code::Ok => 200,
+        _ => 400,
+    };
+    Some(Attempt::Answer {
+        status,
+        retry_after: pushback,
+    })
+}

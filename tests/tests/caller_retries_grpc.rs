@@ -1,0 +1,108 @@
+//! The caller's half for gRPC: `idem-client`'s tower layer under a tonic
+//! client, against the gRPC payments example behind `idem_tonic`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_client::{GrpcIdempotencyLayer, Idempotency, RetryPolicy};
+use idem_core::{Engine, MemoryStore, Policy};
+use idem_examples::grpc_payments::ledger_client::LedgerClient;
+use idem_examples::grpc_payments::{serve, BalanceRequest, DebitRequest, Payments};
+use idem_examples::payments::MemoryLedger;
+use tonic::transport::Channel;
+use tonic::Code;
+
+type Client = LedgerClient<idem_client::GrpcIdempotency<Channel>>;
+
+/// The service with debits that take `delay`, and a client with the layer.
+async fn start(delay: Duration) -> Client {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let store = MemoryStore::new();
+    let engine =
+        Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_secs(5)));
+    tokio::spawn(serve(
+        listener,
+        engine,
+        Payments {
+            ledger: Arc::new(MemoryLedger::new(&store)),
+            debit_delay: delay,
+        },
+    ));
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("address")
+        .connect()
+        .await
+        .expect("connect");
+    let policy = RetryPolicy::default()
+        .max_attempts(10)
+        .backoff(Duration::from_millis(20), Duration::from_millis(200));
+    let layered = tower::ServiceBuilder::new()
+        .layer(GrpcIdempotencyLayer::new().policy(policy))
+        .service(channel);
+    LedgerClient::new(layered)
+}
+
+async fn balance(client: &mut Client, account: &str) -> u64 {
+    client
+        .get_balance(BalanceRequest {
+            account: account.to_owned(),
+        })
+        .await
+        .expect("balance")
+        .into_inner()
+        .balance
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_outlives_its_deadline_is_retried_with_its_key_and_gets_the_one_debit() {
+    let mut client = start(Duration::from_millis(500)).await;
+    let before = balance(&mut client, "hana").await;
+    let mut call = tonic::Request::new(DebitRequest {
+        account: "hana".to_owned(),
+        amount: 300,
+    });
+    // Each attempt's deadline passes before the debit ends: the first
+    // attempt gets DEADLINE_EXCEEDED (or the client's own CANCELLED), the
+    // next ones ABORTED while the debit runs, then its receipt.
+    call.set_timeout(Duration::from_millis(150));
+    let receipt = client.debit(call).await.expect("the debit's receipt");
+    let how = receipt
+        .extensions()
+        .get::<Idempotency>()
+        .cloned()
+        .expect("the layer's report");
+    assert!(how.attempts >= 2, "{how:?}");
+    assert!(how.replayed, "the receipt is the first attempt's: {how:?}");
+    assert_eq!(
+        before - balance(&mut client, "hana").await,
+        300,
+        "debited once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_reused_for_another_debit_is_refused_once_and_not_retried() {
+    let mut client = start(Duration::ZERO).await;
+    let call = |amount| {
+        let mut call = tonic::Request::new(DebitRequest {
+            account: "ivo".to_owned(),
+            amount,
+        });
+        call.metadata_mut()
+            .insert("idempotency-key", "grpc-order-1".parse().expect("metadata"));
+        call
+    };
+    let first = client.debit(call(10)).await.expect("first");
+    assert_eq!(
+        first
+            .extensions()
+            .get::<Idempotency>()
+            .map(|i| i.key.as_str()),
+        Some("grpc-order-1")
+    );
+    let reused = client.debit(call(20)).await.expect_err("key reused");
+    assert_eq!(reused.code(), Code::FailedPrecondition);
+}
