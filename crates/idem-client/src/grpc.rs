@@ -145,19 +145,18 @@ where
     S::Error: Into<BoxError> + Send,
 {
     let (mut parts, body) = req.into_parts();
-    let key = match parts
+    let own = parts
         .headers
         .get(&config.header)
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(own) => own.to_owned(),
-        None => {
-            let key = config.mint.mint();
-            parts
-                .headers
-                .insert(config.header.clone(), HeaderValue::from_str(&key)?);
-            key
-        }
+        .and_then(|v| v.to_str().ok());
+    let key = if let Some(own) = own {
+        own.to_owned()
+    } else {
+        let key = config.mint.mint();
+        parts
+            .headers
+            .insert(config.header.clone(), HeaderValue::from_str(&key)?);
+        key
     };
     let message = http_body_util::Limited::new(body, config.max_message)
         .collect()
@@ -206,10 +205,9 @@ where
 
 /// A call's outcome as the policy reads it: its code (from a trailers-only
 /// answer's headers) as an HTTP status, with its pushback.
-fn attempt_of(result: &Result<Response<Body>, BoxError>) -> Option<Attempt> {
-    let response = match result {
-        Ok(response) => response,
-        Err(_) => return Some(Attempt::NoAnswer),
+fn attempt_of(result: &Result<Response<Body>, BoxError>) -> Attempt {
+    let Ok(response) = result else {
+        return Attempt::NoAnswer;
     };
     let headers = response.headers();
     let code = headers
@@ -230,8 +228,8 @@ fn attempt_of(result: &Result<Response<Body>, BoxError>) -> Option<Attempt> {
         Code::Ok => 200,
         _ => 400,
     };
-    Some(Attempt::Answer {
+    Attempt::Answer {
         status,
         retry_after: pushback,
-    })
+    }
 }
