@@ -171,14 +171,11 @@ where
             .await
             .map_err(Into::into)?;
         let result = inner.call(attempt).await.map_err(Into::into);
-        let decision = match attempt_of(&result) {
-            Some(attempt) => {
-                config
-                    .policy
-                    .decide(made, started.elapsed(), attempt, rand::random::<f64>())
-            }
-            None => Decision::Stop,
-        };
+        let attempted = attempt_of(&result);
+        let decision =
+            config
+                .policy
+                .decide(made, started.elapsed(), attempted, rand::random::<f64>());
         match decision {
             Decision::Stop => {
                 return result.map(|mut response| {
