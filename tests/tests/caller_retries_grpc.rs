@@ -16,6 +16,11 @@ type Client = LedgerClient<idem_client::GrpcIdempotency<Channel>>;
 
 /// The service with debits that take `delay`, and a client with the layer.
 async fn start(delay: Duration) -> Client {
+    start_with(delay, GrpcIdempotencyLayer::new()).await
+}
+
+/// The same, the client's layer `layer` (its policy set here).
+async fn start_with(delay: Duration, layer: GrpcIdempotencyLayer) -> Client {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
@@ -40,7 +45,7 @@ async fn start(delay: Duration) -> Client {
         .max_attempts(10)
         .backoff(Duration::from_millis(20), Duration::from_millis(200));
     let layered = tower::ServiceBuilder::new()
-        .layer(GrpcIdempotencyLayer::new().policy(policy))
+        .layer(layer.policy(policy))
         .service(channel);
     LedgerClient::new(layered)
 }
@@ -105,4 +110,71 @@ async fn a_key_reused_for_another_debit_is_refused_once_and_not_retried() {
     );
     let reused = client.debit(call(20)).await.expect_err("key reused");
     assert_eq!(reused.code(), Code::FailedPrecondition);
+}
+
+/// An order's payment, made by an `Engine::run` operation through the
+/// layer: whether the debit's key came from the claim, and whether the
+/// debit was a replay.
+async fn pay_for_order(
+    engine: &Engine,
+    client: &Client,
+    stall: Duration,
+) -> Result<idem_core::Ran<(bool, bool)>, idem_core::Error<idem_core::Never>> {
+    let call = idem_core::Call::new(
+        idem_core::Scope::new("orders"),
+        idem_core::IdempotencyKey::parse("grpc-order-9").expect("key"),
+        idem_core::Fingerprint::of("pay", &9).expect("fingerprint"),
+    );
+    engine
+        .run(&call, |_claim| async move {
+            let answer = client
+                .clone()
+                .debit(DebitRequest {
+                    account: "jo".to_owned(),
+                    amount: 9,
+                })
+                .await
+                .expect("downstream debit");
+            let how = answer
+                .extensions()
+                .get::<Idempotency>()
+                .cloned()
+                .expect("report");
+            // Frozen here, past the lease: another instance takes over.
+            tokio::time::sleep(stall).await;
+            Ok::<_, idem_core::Never>((how.derived, how.replayed))
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_frozen_after_its_grpc_debit_and_taken_over_debits_once() {
+    let client = start_with(Duration::ZERO, GrpcIdempotencyLayer::new().propagate(true)).await;
+    let before = balance(&mut client.clone(), "jo").await;
+    let lease = Duration::from_millis(300);
+    let records: Arc<dyn idem_core::Store> = Arc::new(MemoryStore::new());
+    let policy = Policy::default().lease(lease);
+    let stalling = Engine::from_arc(Arc::new(idem_tests::RenewalsFail(Arc::clone(&records))))
+        .with_policy(policy);
+    let other = Engine::from_arc(records).with_policy(policy);
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move { pay_for_order(&stalling, &client, lease * 4).await })
+    };
+    tokio::time::sleep(lease * 2).await;
+    let second = pay_for_order(&other, &client, Duration::ZERO)
+        .await
+        .expect("the takeover runs the order");
+    let first = first.await.expect("first holder");
+    assert_eq!(
+        before - balance(&mut client.clone(), "jo").await,
+        9,
+        "one downstream debit, though the order ran twice"
+    );
+    assert_eq!(
+        second,
+        idem_core::Ran::Executed((true, true)),
+        "derived key, replayed debit"
+    );
+    assert!(matches!(first, Err(idem_core::Error::LeaseLost)));
 }

@@ -18,6 +18,8 @@ use tonic::body::Body;
 use tonic::Code;
 use tower_service::Service;
 
+use idem_core::Claim;
+
 use crate::key::KeyMint;
 use crate::outcome::Idempotency;
 use crate::policy::{Attempt, Decision, RetryPolicy};
@@ -46,6 +48,7 @@ struct Config {
     mint: KeyMint,
     policy: RetryPolicy,
     max_message: usize,
+    propagate: bool,
 }
 
 impl Default for GrpcIdempotencyLayer {
@@ -63,6 +66,7 @@ impl GrpcIdempotencyLayer {
                 mint: KeyMint::default(),
                 policy: RetryPolicy::default(),
                 max_message: 4 << 20,
+                propagate: false,
             }),
         }
     }
@@ -89,6 +93,16 @@ impl GrpcIdempotencyLayer {
     #[must_use]
     pub fn policy(mut self, policy: RetryPolicy) -> Self {
         self.config_mut().policy = policy;
+        self
+    }
+
+    /// Whether a call made from inside an idempotent operation carries a
+    /// key derived from the operation's claim and the method's path
+    /// (`Claim::downstream_key`), instead of a new one (default `false`);
+    /// see [`IdempotencyMiddleware::propagate`](crate::IdempotencyMiddleware::propagate).
+    #[must_use]
+    pub fn propagate(mut self, propagate: bool) -> Self {
+        self.config_mut().propagate = propagate;
         self
     }
 }
@@ -149,10 +163,20 @@ where
         .headers
         .get(&config.header)
         .and_then(|v| v.to_str().ok());
+    let claim = config.propagate.then(Claim::current).flatten();
+    let derived = own.is_none() && claim.is_some();
     let key = if let Some(own) = own {
         own.to_owned()
     } else {
-        let key = config.mint.mint();
+        let key = match &claim {
+            Some(claim) => {
+                let path = parts.uri.path();
+                let key = claim.downstream_key(path);
+                tracing::debug!(target: "idem", record = %claim.record_id(), call_site = %path, key = %key.as_str(), "downstream call keyed from the claim");
+                key.as_str().to_owned()
+            }
+            None => config.mint.mint(),
+        };
         parts
             .headers
             .insert(config.header.clone(), HeaderValue::from_str(&key)?);
@@ -185,7 +209,7 @@ where
                         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
                     response.extensions_mut().insert(Idempotency {
                         key,
-                        derived: false,
+                        derived,
                         attempts: made,
                         replayed,
                     });
