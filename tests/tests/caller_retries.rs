@@ -33,6 +33,29 @@ async fn payments() -> String {
     .await
 }
 
+/// The proxy's plan: half the connections fail, a quarter of them after
+/// the request reached the server.
+fn faults() -> Vec<Fault> {
+    vec![
+        Fault::DropAnswer,
+        Fault::Pass,
+        Fault::Reset,
+        Fault::Refuse,
+        Fault::Pass,
+        Fault::DropAnswer,
+        Fault::Delay(Duration::from_millis(30)),
+        Fault::Pass,
+    ]
+}
+
+/// Half the connections fail: 40 attempts make a call that fails them all
+/// (one in 2^40) out of the question.
+fn through_faults() -> RetryPolicy {
+    RetryPolicy::default()
+        .max_attempts(40)
+        .backoff(Duration::from_millis(2), Duration::from_millis(40))
+}
+
 /// A client that opens a connection per attempt (so that each fault of the
 /// proxy falls on one attempt), with the middleware.
 fn client(policy: RetryPolicy) -> ClientWithMiddleware {
@@ -60,26 +83,8 @@ async fn balance(url: &str, account: &str) -> u64 {
 async fn answers_lost_connections_reset_and_refused_still_debit_every_payment_exactly_once() {
     let url = payments().await;
     let target = url.trim_start_matches("http://").parse().expect("address");
-    let proxy = FaultProxy::start(
-        target,
-        vec![
-            Fault::DropAnswer,
-            Fault::Pass,
-            Fault::Reset,
-            Fault::Refuse,
-            Fault::Pass,
-            Fault::DropAnswer,
-            Fault::Delay(Duration::from_millis(30)),
-            Fault::Pass,
-        ],
-    )
-    .await;
-    // Half the connections fail: 40 attempts make a call that fails them
-    // all (one in 2^40) out of the question.
-    let policy = RetryPolicy::default()
-        .max_attempts(40)
-        .backoff(Duration::from_millis(2), Duration::from_millis(40));
-    let client = client(policy);
+    let proxy = FaultProxy::start(target, faults()).await;
+    let client = client(through_faults());
     let mut before = HashMap::new();
     for a in 0..ACCOUNTS {
         let account = format!("acct-{a}");
@@ -316,4 +321,84 @@ async fn a_holder_frozen_after_its_downstream_debit_and_taken_over_debits_downst
         matches!(first, Err(idem_core::Error::LeaseLost)),
         "the frozen holder's result is not recorded"
     );
+}
+
+/// How many times an actix-web handler ran for each key.
+#[derive(Clone, Default)]
+struct RunsPerKey(Arc<Mutex<HashMap<String, usize>>>);
+
+async fn order(
+    runs: actix_web::web::Data<RunsPerKey>,
+    req: actix_web::HttpRequest,
+    body: actix_web::web::Bytes,
+) -> actix_web::HttpResponse {
+    let key = req
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let mut runs = runs.0.lock().unwrap_or_else(PoisonError::into_inner);
+    let n = runs.entry(key.clone()).or_default();
+    *n += 1;
+    actix_web::HttpResponse::Created().body(format!("order {key} run {n}: {}", body.len()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_to_actix_web_through_lost_answers_and_resets_run_exactly_once() {
+    let runs = RunsPerKey::default();
+    // actix-web builds the app once per worker: one store for all.
+    let store = MemoryStore::new();
+    let app_runs = runs.clone();
+    let url = idem_tests::serve_actix(move || {
+        actix_web::App::new()
+            .app_data(actix_web::web::Data::new(app_runs.clone()))
+            .wrap(idem_actix::Idempotency::new(Engine::new(store.clone())))
+            .route("/orders", actix_web::web::post().to(order))
+    });
+    let proxy = FaultProxy::start(
+        url.trim_start_matches("http://").parse().expect("address"),
+        faults(),
+    )
+    .await;
+    let client = client(through_faults());
+    let answers: Vec<(String, u32, Vec<u8>)> = futures_util::stream::iter(0..CALLS)
+        .map(|i| {
+            let (client, proxy) = (client.clone(), proxy.url());
+            async move {
+                let answer = client
+                    .post(format!("{proxy}/orders"))
+                    .body(format!("order {i}"))
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("order {i} failed after its retries: {e}"));
+                assert_eq!(answer.status(), StatusCode::CREATED, "order {i}");
+                let how = answer.idempotency().cloned().expect("report");
+                (
+                    how.key,
+                    how.attempts,
+                    answer.bytes().await.expect("body").to_vec(),
+                )
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let runs = runs
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    assert_eq!(runs.len(), CALLS, "one key per order");
+    assert!(
+        runs.values().all(|n| *n == 1),
+        "an order ran twice: {runs:?}"
+    );
+    for (key, body) in &answers {
+        let expected = format!("order {key} run 1: ");
+        assert!(
+            body.starts_with(expected.as_bytes()),
+            "{key}: the answer is its record"
+        );
+    }
 }
