@@ -394,11 +394,17 @@ async fn orders_to_actix_web_through_lost_answers_and_resets_run_exactly_once() 
         runs.values().all(|n| *n == 1),
         "an order ran twice: {runs:?}"
     );
-    for (key, body) in &answers {
+    for (key, _, body) in &answers {
         let expected = format!("order {key} run 1: ");
         assert!(
             body.starts_with(expected.as_bytes()),
             "{key}: the answer is its record"
         );
     }
+    let retried = answers.iter().filter(|a| a.1 > 1).count();
+    assert!(
+        retried > CALLS / 4,
+        "only {retried} orders were retried: {:?}",
+        proxy.counts()
+    );
 }
