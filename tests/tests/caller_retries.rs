@@ -408,3 +408,116 @@ async fn orders_to_actix_web_through_lost_answers_and_resets_run_exactly_once() 
         proxy.counts()
     );
 }
+
+/// What a canned server answers each attempt with, in turn.
+#[derive(Clone, Debug)]
+enum Canned {
+    Status(u16),
+    NoAnswer,
+}
+
+/// A middleware in place of the network: answers attempts from a script
+/// and records the key each carried.
+struct Script {
+    answers: Mutex<std::collections::VecDeque<Canned>>,
+    keys: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Script {
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        _: &mut http::Extensions,
+        _: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let key = req
+            .headers()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        self.keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(key);
+        let next = self
+            .answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
+            .unwrap_or(Canned::Status(201));
+        match next {
+            Canned::Status(status) => Ok(reqwest::Response::from(
+                http::Response::builder()
+                    .status(status)
+                    .body("")
+                    .expect("response"),
+            )),
+            // A connection refused on a closed local port: a real
+            // transport error, as reqwest reports it.
+            Canned::NoAnswer => Err(reqwest_middleware::Error::Reqwest(
+                reqwest::Client::new()
+                    .post("http://127.0.0.1:9/")
+                    .send()
+                    .await
+                    .expect_err("port 9 is closed"),
+            )),
+        }
+    }
+}
+
+fn canned() -> impl proptest::strategy::Strategy<Value = Canned> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(Canned::NoAnswer),
+        prop::sample::select(vec![200u16, 201, 400, 404, 409, 422, 429, 500, 502, 503])
+            .prop_map(Canned::Status),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// Any run of answers: every attempt of a logical call carries the same
+    /// key, calls never share one, no call makes more attempts than the
+    /// maximum, and none is retried after a 4xx other than 409 and 429.
+    #[test]
+    fn every_attempt_carries_its_calls_key_and_no_call_exceeds_its_attempts(
+        max in 1u32..6,
+        calls in proptest::collection::vec(proptest::collection::vec(canned(), 0..8), 1..4),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let keys = Arc::new(Mutex::new(Vec::new()));
+        let mut seen_keys = std::collections::HashSet::new();
+        for script in calls {
+            keys.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+                .with(IdempotencyMiddleware::new().policy(
+                    RetryPolicy::default()
+                        .max_attempts(max)
+                        .backoff(Duration::from_micros(1), Duration::from_micros(10))
+                        .max_retry_after(Duration::ZERO),
+                ))
+                .with(Script { answers: Mutex::new(script.clone().into()), keys: Arc::clone(&keys) })
+                .build();
+            let result = rt.block_on(client.post("http://idem.test/orders").body("{}").send());
+            let sent = keys.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            proptest::prop_assert!(!sent.is_empty() && sent.len() <= max as usize, "{} attempts", sent.len());
+            proptest::prop_assert!(sent.iter().all(|k| *k == sent[0] && !k.is_empty()));
+            proptest::prop_assert!(seen_keys.insert(sent[0].clone()), "two calls shared a key");
+            // No retry after a final answer.
+            for (i, answer) in script.iter().take(sent.len() - 1).enumerate() {
+                if let Canned::Status(s) = answer {
+                    proptest::prop_assert!(
+                        matches!(s, 409 | 429 | 500..=599),
+                        "attempt {} answered {} and was retried", i + 1, s
+                    );
+                }
+            }
+            if let Ok(answer) = result {
+                proptest::prop_assert_eq!(answer.idempotency().map(|i| i.attempts as usize), Some(sent.len()));
+            }
+        }
+    }
+}
