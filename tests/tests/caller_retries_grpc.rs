@@ -9,6 +9,7 @@ use idem_core::{Engine, MemoryStore, Policy};
 use idem_examples::grpc_payments::ledger_client::LedgerClient;
 use idem_examples::grpc_payments::{serve, BalanceRequest, DebitRequest, Payments};
 use idem_examples::payments::MemoryLedger;
+use idem_tests::fault_proxy::Fault;
 use tonic::transport::Channel;
 use tonic::Code;
 
@@ -177,4 +178,93 @@ async fn a_holder_frozen_after_its_grpc_debit_and_taken_over_debits_once() {
         "derived key, replayed debit"
     );
     assert!(matches!(first, Err(idem_core::Error::LeaseLost)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let store = MemoryStore::new();
+    tokio::spawn(serve(
+        listener,
+        Engine::new(store.clone()),
+        Payments {
+            ledger: Arc::new(MemoryLedger::new(&store)),
+            debit_delay: Duration::ZERO,
+        },
+    ));
+    let proxy = idem_tests::fault_proxy::FaultProxy::start(
+        addr,
+        vec![
+            Fault::Reset,
+            Fault::Pass,
+            Fault::Refuse,
+            Fault::Delay(Duration::from_millis(20)),
+            Fault::Reset,
+            Fault::Refuse,
+        ],
+    )
+    .await;
+    let mut direct = LedgerClient::new(
+        Channel::from_shared(format!("http://{addr}"))
+            .expect("address")
+            .connect()
+            .await
+            .expect("connect"),
+    );
+    let before = direct
+        .get_balance(BalanceRequest {
+            account: "kai".to_owned(),
+        })
+        .await
+        .expect("balance")
+        .into_inner()
+        .balance;
+    let mut retried = 0;
+    for i in 0..40u64 {
+        // A connection of its own for each call, so that the proxy's faults
+        // fall on calls: a reset or refused connection fails the attempt,
+        // and the retry connects again.
+        let channel = Channel::from_shared(proxy.url())
+            .expect("address")
+            .connect_lazy();
+        let layer = GrpcIdempotencyLayer::new().policy(
+            RetryPolicy::default()
+                .max_attempts(20)
+                .backoff(Duration::from_millis(1), Duration::from_millis(20)),
+        );
+        let mut client =
+            LedgerClient::new(tower::ServiceBuilder::new().layer(layer).service(channel));
+        let receipt = client
+            .debit(DebitRequest {
+                account: "kai".to_owned(),
+                amount: 1,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("debit {i} failed after its retries: {e:?}"));
+        let how = receipt
+            .extensions()
+            .get::<Idempotency>()
+            .cloned()
+            .expect("report");
+        if how.attempts > 1 {
+            retried += 1;
+        }
+    }
+    let after = direct
+        .get_balance(BalanceRequest {
+            account: "kai".to_owned(),
+        })
+        .await
+        .expect("balance")
+        .into_inner()
+        .balance;
+    assert_eq!(before - after, 40, "each debit once");
+    assert!(
+        retried >= 10,
+        "only {retried} debits were retried: {:?}",
+        proxy.counts()
+    );
 }
