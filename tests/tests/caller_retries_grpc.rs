@@ -223,7 +223,7 @@ async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
         .into_inner()
         .balance;
     let mut retried = 0;
-    for i in 0..40u64 {
+    for i in 0..100u64 {
         // A connection of its own for each call, so that the proxy's faults
         // fall on calls: a reset or refused connection fails the attempt,
         // and the retry connects again.
@@ -261,7 +261,7 @@ async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
         .expect("balance")
         .into_inner()
         .balance;
-    assert_eq!(before - after, 40, "each debit once");
+    assert_eq!(before - after, 100, "each debit once");
     assert!(
         retried >= 10,
         "only {retried} debits were retried: {:?}",
