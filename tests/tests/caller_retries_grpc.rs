@@ -207,21 +207,17 @@ async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
         ],
     )
     .await;
-    let mut direct = LedgerClient::new(
-        Channel::from_shared(format!("http://{addr}"))
-            .expect("address")
-            .connect()
-            .await
-            .expect("connect"),
-    );
-    let before = direct
-        .get_balance(BalanceRequest {
-            account: "kai".to_owned(),
-        })
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("address")
+        .connect()
         .await
-        .expect("balance")
-        .into_inner()
-        .balance;
+        .expect("connect");
+    let mut direct = LedgerClient::new(
+        tower::ServiceBuilder::new()
+            .layer(GrpcIdempotencyLayer::new())
+            .service(channel),
+    );
+    let before = balance(&mut direct, "kai").await;
     let mut retried = 0;
     for i in 0..100u64 {
         // A connection of its own for each call, so that the proxy's faults
@@ -253,14 +249,7 @@ async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
             retried += 1;
         }
     }
-    let after = direct
-        .get_balance(BalanceRequest {
-            account: "kai".to_owned(),
-        })
-        .await
-        .expect("balance")
-        .into_inner()
-        .balance;
+    let after = balance(&mut direct, "kai").await;
     assert_eq!(before - after, 100, "each debit once");
     assert!(
         retried >= 10,

@@ -203,16 +203,8 @@ where
         match decision {
             Decision::Stop => {
                 return result.map(|mut response| {
-                    let replayed = response
-                        .headers()
-                        .get(idem_http::IDEMPOTENT_REPLAYED)
-                        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-                    response.extensions_mut().insert(Idempotency {
-                        key,
-                        derived,
-                        attempts: made,
-                        replayed,
-                    });
+                    let how = Idempotency::of(key, derived, made, response.headers());
+                    response.extensions_mut().insert(how);
                     response
                 })
             }

@@ -223,16 +223,8 @@ fn annotate(
     attempts: u32,
 ) -> reqwest_middleware::Result<Response> {
     result.map(|mut response| {
-        let replayed = response
-            .headers()
-            .get(idem_http::IDEMPOTENT_REPLAYED)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-        response.extensions_mut().insert(Idempotency {
-            key,
-            derived,
-            attempts,
-            replayed,
-        });
+        let how = Idempotency::of(key, derived, attempts, response.headers());
+        response.extensions_mut().insert(how);
         response
     })
 }

@@ -24,6 +24,22 @@ pub struct Idempotency {
     pub replayed: bool,
 }
 
+impl Idempotency {
+    /// How a call went, from the key it carried and the answer's headers
+    /// (`Idempotent-Replayed: true` marks a replay).
+    pub(crate) fn of(key: String, derived: bool, attempts: u32, headers: &http::HeaderMap) -> Self {
+        let replayed = headers
+            .get(idem_http::IDEMPOTENT_REPLAYED)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+        Self {
+            key,
+            derived,
+            attempts,
+            replayed,
+        }
+    }
+}
+
 /// A problem answer (RFC 9457), typed when it is one of idem's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{status} {}: {detail}", title.as_deref().unwrap_or("problem"))]
