@@ -25,6 +25,9 @@ fi
 echo "==> doc tests"
 cargo test --workspace --all-features --doc
 
+echo "==> docs build without a broken link (RUSTDOCFLAGS=-D warnings cargo doc)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features
+
 echo "==> example: queue_consumer (in-memory broker and store)"
 cargo run --quiet --example queue_consumer
 

@@ -188,7 +188,7 @@ impl PrivateCluster {
     }
 
     /// Waits until the cluster has promoted `replica` (the replica of the
-    /// killed primary, from [`replica_of`](Self::replica_of) before the
+    /// killed primary, from `replica_of` before the
     /// kill) and is whole again.
     pub fn wait_for_promotion(&self, replica: u16) {
         wait_until(

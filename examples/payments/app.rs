@@ -145,7 +145,7 @@ pub enum LedgerError {
 
 /// Balances in this process's memory, next to the idempotency records of
 /// the same [`MemoryStore`]: a debit is applied in a
-/// [`MemoryTransaction`](idem_core::MemoryTransaction), together with its
+/// [`idem_core::MemoryTransaction`], together with its
 /// record and only while its claim holds.
 pub struct MemoryLedger {
     store: MemoryStore,
@@ -260,7 +260,7 @@ fn checked_debit(balance: u64, amount: u64) -> Result<u64, LedgerError> {
 
 /// Balances in Redis, shared by every instance of the service, in the
 /// Redis of the idempotency records: a debit is written in a
-/// [`RedisTransaction`](idem_redis::RedisTransaction), applied in one script
+/// [`idem_redis::RedisTransaction`], applied in one script
 /// call together with its record and only while its claim holds.
 ///
 /// On Redis Cluster an account's balance and each debit's record hash to

@@ -11,7 +11,7 @@ use idem_http::{Adapter, RecordPolicy, ScopeFrom};
 /// How a request's scope is read from it.
 pub(crate) type ScopeFn = dyn Fn(&ServiceRequest) -> Result<Scope, StatusCode> + Send + Sync;
 
-/// idem's adapter for actix-web: what [`Idempotency`] covers (HTTP methods),
+/// idem's adapter for actix-web: what [`Idempotency`](crate::Idempotency) covers (HTTP methods),
 /// how it reads a scope (from the `ServiceRequest`), and which answers it
 /// records ([`RecordPolicy`]).
 #[derive(Clone, Copy, Debug)]

@@ -5,7 +5,7 @@
 //! key and answers retries with the recorded outcome.
 //!
 //! - **The key** comes from request metadata, `idempotency-key` by default
-//!   ([`IdempotencyLayer::key_metadata`]); the same rules as HTTP (1 to 255
+//!   ([`IdempotencyLayer::key_header`]); the same rules as HTTP (1 to 255
 //!   visible ASCII characters, sent once).
 //! - **The fingerprint** is the full method name and the request message as
 //!   encoded. Protobuf encoders (prost, protobuf-go, protobuf-java, ...)

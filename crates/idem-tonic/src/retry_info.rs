@@ -66,7 +66,7 @@ pub(crate) fn details(code: tonic::Code, message: &str, delay: Duration) -> Byte
     .into()
 }
 
-/// The retry delay in status details made by [`details`] (or by any other
+/// The retry delay in status details made by this layer (or by any other
 /// server sending `google.rpc.RetryInfo`), for clients and tests.
 pub fn retry_delay(status: &tonic::Status) -> Option<Duration> {
     let rpc = RpcStatus::decode(status.details()).ok()?;
