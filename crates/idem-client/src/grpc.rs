@@ -42,7 +42,7 @@ pub struct GrpcIdempotencyLayer {
     config: Arc<Config>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Config {
     header: HeaderName,
     mint: KeyMint,
@@ -72,7 +72,7 @@ impl GrpcIdempotencyLayer {
     }
 
     fn config_mut(&mut self) -> &mut Config {
-        Arc::get_mut(&mut self.config).expect("configured before it is shared")
+        Arc::make_mut(&mut self.config)
     }
 
     /// The metadata key that carries the idempotency key.
