@@ -75,5 +75,40 @@ fn debit_route(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, debit_route);
+/// A route that answers 201 at once, bare and behind
+/// `map_response(problem_json)`: what the problem+json layer costs a
+/// response that is not an error (issue 27's goal: nothing).
+fn problem_json_layer(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let route = || {
+        Router::new().route(
+            "/orders",
+            axum::routing::post(|| async { StatusCode::CREATED }),
+        )
+    };
+    let bare = route();
+    let layered = route().layer(axum::middleware::map_response(idem_axum::problem_json));
+    let call = |router: &Router| {
+        let router = router.clone();
+        async move {
+            let request = Request::post("/orders")
+                .body(Body::empty())
+                .expect("request");
+            let response = router.oneshot(request).await.expect("infallible");
+            assert_eq!(response.status(), StatusCode::CREATED);
+            std::hint::black_box(response);
+        }
+    };
+    let mut group = c.benchmark_group("problem_json_layer");
+    group.bench_function("bare_route", |b| b.to_async(&rt).iter(|| call(&bare)));
+    group.bench_function("with_problem_json", |b| {
+        b.to_async(&rt).iter(|| call(&layered))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, debit_route, problem_json_layer);
 criterion_main!(benches);
