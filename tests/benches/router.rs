@@ -103,9 +103,11 @@ fn problem_json_layer(c: &mut Criterion) {
         }
     };
     let mut group = c.benchmark_group("problem_json_layer");
-    group.bench_function("bare_route", |b| b.to_async(&rt).iter(|| call(&bare)));
+    group.bench_function("bare_route", |b| {
+        b.to_async(&rt).iter(|| call(&bare));
+    });
     group.bench_function("with_problem_json", |b| {
-        b.to_async(&rt).iter(|| call(&layered))
+        b.to_async(&rt).iter(|| call(&layered));
     });
     group.finish();
 }
