@@ -8,6 +8,7 @@ use std::future::Future;
 
 use crate::key::{downstream_key, IdempotencyKey, RecordId, Scope};
 use crate::store::{FencingToken, Lease};
+use tokio::task::futures::TaskLocalFuture;
 
 /// The claim an operation runs under, handed to the operation.
 ///
@@ -101,8 +102,9 @@ impl Claim {
 
     /// Runs `operation` with `self` as the [`current`](Self::current)
     /// claim.
-    pub(crate) async fn run_as_current<F: Future>(self, operation: F) -> F::Output {
-        CURRENT.scope(self, operation).await
+    pub(crate) fn run_as_current<F: Future>(self, operation: F) -> TaskLocalFuture<Claim, F> {
+        // Not an `async fn`: one would hold `operation` twice.
+        CURRENT.scope(self, operation)
     }
 
     pub(crate) fn new(id: RecordId, lease: Lease, ttl: Duration, shared: Arc<ClaimShared>) -> Self {

@@ -57,7 +57,10 @@ where
             }
             let own = claim.clone();
             let run = Run::new(settings);
-            let answer = run.scope(handler(claim)).await;
+            // Boxed: a handler's future is kilobytes, and every layer
+            // above (the run, the claim, the engine, `Detached`) would hold
+            // it and move it; boxed, they hold a pointer.
+            let answer = run.scope(Box::pin(handler(claim))).await;
             let pending = run.take_pending();
             // The handler settled its record itself, in its own transaction:
             // the engine knows, nothing is encoded again.

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use idem_core::{Claim, CommitError, Outcome, StoreTransaction};
+use tokio::task::futures::TaskLocalFuture;
 
 use crate::settings::Settings;
 
@@ -57,8 +58,10 @@ impl Run {
     }
 
     /// Runs the handler's future in this run.
-    pub(crate) async fn scope<F: Future>(self: &Arc<Self>, handler: F) -> F::Output {
-        RUN.scope(Arc::clone(self), handler).await
+    pub(crate) fn scope<F: Future>(self: &Arc<Self>, handler: F) -> TaskLocalFuture<Arc<Run>, F> {
+        // Not an `async fn`: one would hold `handler` twice (its argument
+        // and the scope built from it), and a handler's future is large.
+        RUN.scope(Arc::clone(self), handler)
     }
 
     /// The transaction the handler handed over, if it did.
