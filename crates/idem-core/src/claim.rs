@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use std::future::Future;
 
-use crate::key::{downstream_key, IdempotencyKey, RecordId, Scope};
+use crate::key::{DownstreamKeys, IdempotencyKey, RecordId, Scope};
 use crate::store::{FencingToken, Lease};
 use tokio::task::futures::TaskLocalFuture;
 
@@ -46,8 +46,7 @@ pub(crate) struct ClaimShared {
     pub(crate) lost: AtomicBool,
     /// How the operation settled the claim itself ([`Settled`]), 0 if not.
     settled: AtomicU8,
-    scope: Scope,
-    key: IdempotencyKey,
+    downstream: DownstreamKeys,
 }
 
 /// How an operation settled its claim itself, through [`Claim::commit`] or
@@ -65,12 +64,11 @@ pub(crate) enum Settled {
 }
 
 impl ClaimShared {
-    pub(crate) fn new(scope: Scope, key: IdempotencyKey) -> Arc<Self> {
+    pub(crate) fn new(scope: &Scope, key: &IdempotencyKey) -> Arc<Self> {
         Arc::new(Self {
             lost: AtomicBool::new(false),
             settled: AtomicU8::new(0),
-            scope,
-            key,
+            downstream: DownstreamKeys::new(scope, key),
         })
     }
 
@@ -176,7 +174,7 @@ impl Claim {
     /// # }
     /// ```
     pub fn downstream_key(&self, call: &str) -> IdempotencyKey {
-        downstream_key(&self.shared.scope, &self.shared.key, call)
+        self.shared.downstream.key(call)
     }
 
     /// Whether the operation settled this claim itself, with

@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -117,7 +118,7 @@ impl<'a> Held<'a> {
             lease,
             lease_len,
             ttl,
-            shared: ClaimShared::new(call.scope.clone(), call.key().clone()),
+            shared: ClaimShared::new(&call.scope, call.key()),
             phase: Phase::Running,
             renewal: None,
         }
@@ -135,9 +136,13 @@ impl<'a> Held<'a> {
         let renew_every = self.lease_len / 3;
         let fut = claim.clone().run_as_current(op(claim));
         tokio::pin!(fut);
-        // Most operations end well within a third of the lease; only a slower
-        // one pays for a renewal task.
-        let completion = if let Ok(completion) = tokio::time::timeout(renew_every, &mut fut).await {
+        // Many operations end at their first poll (nothing to wait for): no
+        // timer for them. Most others end well within a third of the lease;
+        // only a slower one pays for a renewal task.
+        let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+        let completion = if let Poll::Ready(completion) = first {
+            completion
+        } else if let Ok(completion) = tokio::time::timeout(renew_every, &mut fut).await {
             completion
         } else {
             self.renewal = Some(tokio::spawn(renew_loop(

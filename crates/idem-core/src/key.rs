@@ -257,24 +257,43 @@ impl Digest<RecordKind> {
     }
 }
 
-/// The key of the downstream call `call` made for `key` under `scope`
-/// ([`Claim::downstream_key`](crate::Claim::downstream_key)): a digest in
-/// its own domain, so that it is neither a record's address nor derivable
-/// from one.
-pub(crate) fn downstream_key(scope: &Scope, key: &IdempotencyKey, call: &str) -> IdempotencyKey {
-    let mut h = Sha256::new();
-    put_field(&mut h, b"idem/downstream/v1");
-    put_field(&mut h, scope.0.as_bytes());
-    put_field(&mut h, key.0.as_bytes());
-    put_field(&mut h, call.as_bytes());
-    let digest: [u8; 32] = h.finalize().into();
-    let mut text = String::with_capacity(5 + 64);
-    text.push_str("idem-");
-    for b in digest {
-        text.push(char::from(HEX[usize::from(b >> 4)]));
-        text.push(char::from(HEX[usize::from(b & 15)]));
+/// The keys of the downstream calls made for `key` under `scope`
+/// ([`Claim::downstream_key`](crate::Claim::downstream_key)): digests in
+/// their own domain, so that none is a record's address or derivable from
+/// one. The digest of the domain, scope and key is taken once per request,
+/// and each call site's key continues it: a claim holds this instead of
+/// copies of its scope and key.
+#[derive(Clone)]
+pub(crate) struct DownstreamKeys(Sha256);
+
+impl DownstreamKeys {
+    pub(crate) fn new(scope: &Scope, key: &IdempotencyKey) -> Self {
+        let mut h = Sha256::new();
+        put_field(&mut h, b"idem/downstream/v1");
+        put_field(&mut h, scope.0.as_bytes());
+        put_field(&mut h, key.0.as_bytes());
+        Self(h)
     }
-    IdempotencyKey(text)
+
+    /// The key of the call site `call`.
+    pub(crate) fn key(&self, call: &str) -> IdempotencyKey {
+        let mut h = self.0.clone();
+        put_field(&mut h, call.as_bytes());
+        let digest: [u8; 32] = h.finalize().into();
+        let mut text = String::with_capacity(5 + 64);
+        text.push_str("idem-");
+        for b in digest {
+            text.push(char::from(HEX[usize::from(b >> 4)]));
+            text.push(char::from(HEX[usize::from(b & 15)]));
+        }
+        IdempotencyKey(text)
+    }
+}
+
+impl fmt::Debug for DownstreamKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DownstreamKeys").finish_non_exhaustive()
+    }
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -286,13 +305,16 @@ mod tests {
     #[test]
     fn downstream_keys_are_stable_per_request_and_distinct_per_call() {
         let k = |scope: &str, key: &str, call: &str| {
-            downstream_key(
-                &Scope::new(scope),
-                &IdempotencyKey::parse(key).unwrap(),
-                call,
-            )
+            DownstreamKeys::new(&Scope::new(scope), &IdempotencyKey::parse(key).unwrap()).key(call)
         };
         let charge = k("alice", "k-1", "charge");
+        // Pinned: a derivation that changed would give a takeover after an
+        // upgrade another key than its first attempt's, and the downstream
+        // service would apply the effect twice.
+        assert_eq!(
+            charge.as_str(),
+            "idem-f180a558d74e7a3c949e822e8c2a30beeb282513b7da621d05db93f240b06bdb"
+        );
         assert_eq!(charge, k("alice", "k-1", "charge"));
         assert_eq!(charge.as_str().len(), 69);
         assert!(IdempotencyKey::parse(charge.as_str()).is_ok());

@@ -14,6 +14,7 @@ use crate::store::{
     Begin, Lease, Outcome, RecordInfo, RecordInfoState, Removal, Store, StoreError,
 };
 
+mod id_hashing;
 mod shard;
 mod transaction;
 

@@ -11,6 +11,8 @@ use tokio::sync::Notify;
 use crate::key::RecordId;
 use crate::machine::{self, Answer, Effect, Event, Record, RecordState};
 
+use super::id_hashing::IdHashing;
+
 /// What one record weighs beyond its outcome's bytes: its address, the
 /// record itself and its slot in the map, plus its entry in the expiry index
 /// once completed. An estimate of the heap it holds, not a measurement.
@@ -35,7 +37,7 @@ fn expiry(record: &Record) -> Option<u64> {
 /// The records of one shard.
 #[derive(Default)]
 pub(crate) struct Shard {
-    records: HashMap<RecordId, Record>,
+    records: HashMap<RecordId, Record, IdHashing>,
     /// Completed records as `(expires_at, id)`, one queue per lifetime:
     /// records completed with the same TTL expire in the order they
     /// completed, so each queue is in expiry order and appending is O(1).
@@ -44,7 +46,7 @@ pub(crate) struct Shard {
     /// never queued, so they are never evicted.
     queues: Vec<(u64, VecDeque<(u64, RecordId)>)>,
     /// Duplicates waiting for an in-flight record to change.
-    waiters: HashMap<RecordId, Arc<Notify>>,
+    waiters: HashMap<RecordId, Arc<Notify>, IdHashing>,
 }
 
 /// Whether a claim still holds its record, as a transaction's commit asks.
@@ -83,7 +85,7 @@ fn enqueue(queues: &mut Vec<(u64, VecDeque<(u64, RecordId)>)>, now: u64, at: u64
 }
 
 /// Whether a queue entry still names a completed record expiring then.
-fn current(records: &HashMap<RecordId, Record>, at: u64, id: &RecordId) -> bool {
+fn current(records: &HashMap<RecordId, Record, IdHashing>, at: u64, id: &RecordId) -> bool {
     records.get(id).is_some_and(|r| expiry(r) == Some(at))
 }
 
