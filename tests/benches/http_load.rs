@@ -20,6 +20,11 @@
 //! and three Sentinels started for the run) without and with
 //! `with_replication(1, 100ms)`: the cost of `WAIT`.
 //!
+//! `-- replay` and `-- redis-replay` record 500 requests first and then
+//! send only those: every request idem answers is a replay (on memory, or
+//! on Redis), against the bare route running a debit each time. Every
+//! round reports the median and 99th percentile latency beside its rate.
+//!
 //! Rounds alternate between the two servers so that drift on a noisy machine
 //! hits both; the report gives the median of the rounds and the ratio.
 
@@ -63,6 +68,47 @@ request = function()
   return wrk.format("POST", path, headers, '{"amount":1}')
 end
 "#;
+
+/// The name the replay script is written under (its pairs are told apart
+/// by it).
+const REPLAY_SCRIPT_NAME: &str = "replay.lua";
+
+/// Keys the replay pairs record before their rounds.
+const REPLAY_KEYS: u32 = 500;
+
+/// The same 500 requests, each under its own key, over and over: after
+/// [`record_replays`], every request idem answers is a replay.
+const REPLAY_SCRIPT: &str = r#"
+local n = 0
+request = function()
+  n = n + 1
+  local k = n % 500
+  local headers = {}
+  headers["Content-Type"] = "application/json"
+  headers["Idempotency-Key"] = "replay-" .. k
+  return wrk.format("POST", "/accounts/acct-" .. k .. "/debits", headers, '{"amount":1}')
+end
+"#;
+
+/// Sends each of the replay script's requests once, so that idem has
+/// recorded them all before the rounds.
+async fn record_replays(url: &str) -> Result<(), String> {
+    let client = reqwest::Client::new();
+    for k in 0..REPLAY_KEYS {
+        let answer = client
+            .post(format!("{url}/accounts/acct-{k}/debits"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", format!("replay-{k}"))
+            .body(r#"{"amount":1}"#)
+            .send()
+            .await
+            .map_err(|e| format!("recording replay-{k}: {e}"))?;
+        if !answer.status().is_success() {
+            return Err(format!("recording replay-{k}: {}", answer.status()));
+        }
+    }
+    Ok(())
+}
 
 fn app() -> App {
     // Records are kept 24 hours: room for every request of the run.
@@ -454,14 +500,39 @@ fn diagnose(url: &str, script: &str) -> String {
     .unwrap_or_default()
 }
 
-/// One wrk run; returns requests per second, refusing runs with errors or
-/// non-2xx answers (those would make a variant look faster than it is).
-fn wrk(url: &str, script: &str) -> Result<f64, String> {
+/// What one round measured: requests per second, and the latency of the
+/// median and the 99th percentile request, in microseconds.
+#[derive(Clone, Copy)]
+struct Load {
+    rps: f64,
+    p50: f64,
+    p99: f64,
+}
+
+/// A latency as wrk prints it (`792.00us`, `3.88ms`, `1.02s`), in
+/// microseconds.
+fn micros(text: &str) -> Option<f64> {
+    let (number, scale) = if let Some(n) = text.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1e6)
+    } else {
+        return None;
+    };
+    number.parse::<f64>().ok().map(|n| n * scale)
+}
+
+/// One wrk run; returns its [`Load`], refusing runs with errors or non-2xx
+/// answers (those would make a variant look faster than it is).
+fn wrk(url: &str, script: &str) -> Result<Load, String> {
     let out = Command::new("wrk")
         .args([
             "-t1",
             &format!("-c{CONNECTIONS}"),
             &format!("-d{SECONDS}s"),
+            "--latency",
             "-s",
             script,
             url,
@@ -481,10 +552,22 @@ fn wrk(url: &str, script: &str) -> Result<f64, String> {
             diagnose(url, script)
         ));
     }
-    text.lines()
+    let rps = text
+        .lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
         .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| format!("no Requests/sec in wrk output:\n{text}"))
+        .ok_or_else(|| format!("no Requests/sec in wrk output:\n{text}"))?;
+    let percentile = |p: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(p))
+            .and_then(|v| micros(v.trim()))
+            .ok_or_else(|| format!("no {p} latency in wrk output:\n{text}"))
+    };
+    Ok(Load {
+        rps,
+        p50: percentile("50%")?,
+        p99: percentile("99%")?,
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -572,7 +655,12 @@ fn compare(
     script: &str,
     store: Option<&str>,
 ) -> Result<(), String> {
-    println!("{label}: POST /accounts/{{id}}/debits, new key per request, wrk -t1 -c{CONNECTIONS} -d{SECONDS}s, {ROUNDS} alternating rounds");
+    let keys = if script.ends_with(REPLAY_SCRIPT_NAME) {
+        "the same 500 keys over and over (idem: every request a replay)"
+    } else {
+        "new key per request"
+    };
+    println!("{label}: POST /accounts/{{id}}/debits, {keys}, wrk -t1 -c{CONNECTIONS} -d{SECONDS}s, {ROUNDS} alternating rounds");
     compare_with(names, store, |v| wrk(urls[v], script))
 }
 
@@ -582,15 +670,17 @@ fn compare(
 fn compare_with(
     names: [&str; 2],
     store: Option<&str>,
-    measure: impl Fn(usize) -> Result<f64, String>,
+    measure: impl Fn(usize) -> Result<Load, String>,
 ) -> Result<(), String> {
     let mut rps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    // Latency of the median and the 99th percentile request, per round.
+    let mut latency: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
     // CPU microseconds per request: [server, store] per variant and round.
     let mut cpu: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
     for round in 1..=ROUNDS {
         for v in 0..2 {
             let before = CpuTicks::read(store);
-            let r = measure(v)?;
+            let Load { rps: r, p50, p99 } = measure(v)?;
             let used = before.zip(CpuTicks::read(store)).map(|(b, a)| {
                 let (own, theirs) = a.since(&b);
                 let per_request =
@@ -598,8 +688,12 @@ fn compare_with(
                 (per_request(own), per_request(theirs))
             });
             let detail = used.map_or(String::new(), |u| cpu_text("", store, u));
-            println!("  round {round}: {:<26} {r:>10.0} req/s{detail}", names[v]);
+            println!(
+                "  round {round}: {:<26} {r:>10.0} req/s  p50 {p50:.0} us, p99 {p99:.0} us{detail}",
+                names[v]
+            );
             rps[v].push(r);
+            latency[v].push((p50, p99));
             cpu[v].extend(used);
         }
     }
@@ -613,7 +707,12 @@ fn compare_with(
             let theirs = median(cpu[v].iter().map(|c| c.1).collect());
             cpu_text("median ", store, (server, theirs))
         };
-        println!("  median {:<25} {rate:>10.0} req/s{detail}", names[v]);
+        let p50 = median(latency[v].iter().map(|l| l.0).collect());
+        let p99 = median(latency[v].iter().map(|l| l.1).collect());
+        println!(
+            "  median {:<25} {rate:>10.0} req/s  p50 {p50:.0} us, p99 {p99:.0} us{detail}",
+            names[v]
+        );
     }
     println!("  ratio (idem / baseline): {:.3}", i / b);
     Ok(())
@@ -681,6 +780,68 @@ fn run_redis_pair(rt: &tokio::runtime::Runtime, label: &str, script: &str) -> Re
         Err(e) => eprintln!("  could not delete the run's keys: {e}"),
     }
     compared
+}
+
+/// The bare route against idem on memory answering replays only.
+fn run_replay_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let (bare, idem) = rt.block_on(async {
+        let pair = (
+            idem_tests::serve(baseline::router(app())).await,
+            idem_tests::serve(router(app())).await,
+        );
+        record_replays(&pair.1).await.map(|()| pair)
+    })?;
+    compare(
+        "replay",
+        ["without idem (a debit)", "with idem (a replay)"],
+        [&bare, &idem],
+        script,
+        None,
+    )
+}
+
+/// The bare route against idem on Redis answering replays only, and the
+/// round trip to Redis beside them: a replay costs idem one script call.
+fn run_redis_replay_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let (bare, idem, round_trip) = rt.block_on(async {
+        let (_, idem) = redis_pair().await?;
+        record_replays(&idem).await?;
+        let bare = idem_tests::serve(baseline::router(app())).await;
+        Ok::<_, String>((bare, idem, redis_round_trip().await?))
+    })?;
+    println!("  one Redis round trip (PING) from this process, median of 1000: {round_trip:.0} us");
+    let compared = compare(
+        "redis-replay",
+        ["without idem (a debit)", "with idem (a Redis replay)"],
+        [&bare, &idem],
+        script,
+        Some("redis-server"),
+    );
+    match rt.block_on(redis_cleanup()) {
+        Ok(n) => println!("  deleted the run's {n} keys from Redis"),
+        Err(e) => eprintln!("  could not delete the run's keys: {e}"),
+    }
+    compared
+}
+
+/// The median of 1000 sequential `PING`s to the benchmark's Redis, in
+/// microseconds.
+async fn redis_round_trip() -> Result<f64, String> {
+    let mut con = redis::Client::open(idem_tests::redis_url().as_str())
+        .map_err(|e| e.to_string())?
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut took = Vec::with_capacity(1000);
+    for _ in 0..1000 {
+        let sent = std::time::Instant::now();
+        let _: String = redis::cmd("PING")
+            .query_async(&mut con)
+            .await
+            .map_err(|e| e.to_string())?;
+        took.push(sent.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median(took))
 }
 
 /// The redis pair with Redis on core 1 and this process (server and `wrk`)
@@ -785,7 +946,7 @@ const GRPC_CHANNELS: u32 = 8;
 /// `CONNECTIONS` concurrent debits, each with a new key, over
 /// `GRPC_CHANNELS` HTTP/2 connections for `SECONDS`; returns completed calls per second, refusing a
 /// run with any failed call.
-fn grpc_load(rt: &tokio::runtime::Runtime, url: &str) -> Result<f64, String> {
+fn grpc_load(rt: &tokio::runtime::Runtime, url: &str) -> Result<Load, String> {
     use idem_examples::grpc_payments::{ledger_client::LedgerClient, DebitRequest};
     rt.block_on(async {
         let mut channels = Vec::new();
@@ -807,8 +968,10 @@ fn grpc_load(rt: &tokio::runtime::Runtime, url: &str) -> Result<f64, String> {
                 let run = run.clone();
                 tokio::spawn(async move {
                     let mut n: u64 = 0;
+                    let mut took = Vec::new();
                     while tokio::time::Instant::now() < until {
                         n += 1;
+                        let sent = std::time::Instant::now();
                         let mut request = tonic::Request::new(DebitRequest {
                             account: format!("acct-{}", n % 500),
                             amount: 1,
@@ -822,16 +985,29 @@ fn grpc_load(rt: &tokio::runtime::Runtime, url: &str) -> Result<f64, String> {
                             .debit(request)
                             .await
                             .map_err(|s| format!("a debit failed: {s:?}"))?;
+                        took.push(sent.elapsed().as_secs_f64() * 1e6);
                     }
-                    Ok::<u64, String>(n)
+                    Ok::<Vec<f64>, String>(took)
                 })
             })
             .collect();
-        let mut calls = 0;
+        let mut took = Vec::new();
         for task in tasks {
-            calls += task.await.map_err(|e| e.to_string())??;
+            took.extend(task.await.map_err(|e| e.to_string())??);
         }
-        Ok(ticks_f64(calls) / started.elapsed().as_secs_f64())
+        let calls = u64::try_from(took.len()).unwrap_or(u64::MAX);
+        let rps = ticks_f64(calls) / started.elapsed().as_secs_f64();
+        took.sort_by(f64::total_cmp);
+        let at = |percent: usize| {
+            took.get(took.len().saturating_sub(1) * percent / 100)
+                .copied()
+                .unwrap_or(f64::NAN)
+        };
+        Ok(Load {
+            rps,
+            p50: at(50),
+            p99: at(99),
+        })
     })
 }
 
@@ -869,7 +1045,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|redis|redis-fenced|redis-replicated|actix|grpc|postgres|redis-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|replay|redis|redis-replay|redis-fenced|redis-replicated|actix|grpc|postgres|redis-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -885,6 +1061,15 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let script = script.to_string_lossy().into_owned();
+    let replay_script = std::env::temp_dir().join(format!(
+        "idem-http-load-{}-{REPLAY_SCRIPT_NAME}",
+        std::process::id()
+    ));
+    if let Err(e) = std::fs::write(&replay_script, REPLAY_SCRIPT) {
+        eprintln!("http_load: cannot write the wrk script: {e}");
+        return ExitCode::FAILURE;
+    }
+    let replay_script = replay_script.to_string_lossy().into_owned();
     let result = (|| {
         // Not part of the default run: it changes CPU affinities while it runs.
         if only.as_deref() == Some("redis-own-core") {
@@ -905,8 +1090,14 @@ fn main() -> ExitCode {
                 None,
             )?;
         }
+        if wanted("replay") {
+            run_replay_pair(&rt, &replay_script)?;
+        }
         if wanted("redis") {
             run_redis_pair(&rt, "redis", &script)?;
+        }
+        if wanted("redis-replay") {
+            run_redis_replay_pair(&rt, &replay_script)?;
         }
         if wanted("redis-fenced") {
             run_redis_fenced_pair(&rt, &script)?;
@@ -939,6 +1130,7 @@ fn main() -> ExitCode {
         Ok::<(), String>(())
     })();
     let _ = std::fs::remove_file(&script);
+    let _ = std::fs::remove_file(&replay_script);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
