@@ -367,13 +367,24 @@ fn run_redis_replicated_pair(rt: &tokio::runtime::Runtime, script: &str) -> Resu
 
 fn run_redis_fenced_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
     let (unfenced, fenced) = rt.block_on(redis_fenced_pair())?;
-    let compared = compare(
+    compare_on_redis(
+        rt,
         "redis-fenced",
         ["debit, then record (before)", "debit committed with record"],
         [&unfenced, &fenced],
         script,
-        Some("redis-server"),
-    );
+    )
+}
+
+/// [`compare`] on Redis, then the run's keys deleted from Redis.
+fn compare_on_redis(
+    rt: &tokio::runtime::Runtime,
+    label: &str,
+    names: [&str; 2],
+    urls: [&str; 2],
+    script: &str,
+) -> Result<(), String> {
+    let compared = compare(label, names, urls, script, Some("redis-server"));
     match rt.block_on(redis_cleanup()) {
         Ok(n) => println!("  deleted the run's {n} keys from Redis"),
         Err(e) => eprintln!("  could not delete the run's keys: {e}"),
@@ -768,18 +779,13 @@ async fn redis_pid() -> Result<u32, String> {
 /// The redis pair under `label`, then the run's keys deleted from Redis.
 fn run_redis_pair(rt: &tokio::runtime::Runtime, label: &str, script: &str) -> Result<(), String> {
     let (naive, idem) = rt.block_on(redis_pair())?;
-    let compared = compare(
+    compare_on_redis(
+        rt,
         label,
         ["SET NX + SET (baseline)", "with idem (RedisStore)"],
         [&naive, &idem],
         script,
-        Some("redis-server"),
-    );
-    match rt.block_on(redis_cleanup()) {
-        Ok(n) => println!("  deleted the run's {n} keys from Redis"),
-        Err(e) => eprintln!("  could not delete the run's keys: {e}"),
-    }
-    compared
+    )
 }
 
 /// The bare route against idem on memory answering replays only.
@@ -810,18 +816,13 @@ fn run_redis_replay_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(
         Ok::<_, String>((bare, idem, redis_round_trip().await?))
     })?;
     println!("  one Redis round trip (PING) from this process, median of 1000: {round_trip:.0} us");
-    let compared = compare(
+    compare_on_redis(
+        rt,
         "redis-replay",
         ["without idem (a debit)", "with idem (a Redis replay)"],
         [&bare, &idem],
         script,
-        Some("redis-server"),
-    );
-    match rt.block_on(redis_cleanup()) {
-        Ok(n) => println!("  deleted the run's {n} keys from Redis"),
-        Err(e) => eprintln!("  could not delete the run's keys: {e}"),
-    }
-    compared
+    )
 }
 
 /// The median of 1000 sequential `PING`s to the benchmark's Redis, in
