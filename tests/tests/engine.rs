@@ -328,6 +328,45 @@ async fn a_release_the_store_refuses_for_a_while_is_retried_until_the_key_is_fre
     assert!(store.releases.load(Ordering::SeqCst) >= 4);
 }
 
+/// An operation that works for most of its lease before it first yields
+/// (a CPU-heavy step, a blocking call) must still have its lease renewed
+/// in time: the first renewal is due a third of the lease after the
+/// operation started, not a third after its first poll ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operation_busy_before_it_first_yields_keeps_its_claim() {
+    let store = MemoryStore::new();
+    let lease = Duration::from_millis(600);
+    let engine = Engine::new(store.clone()).with_policy(Policy::default().lease(lease));
+    let c = call("busy-first", &serde_json::json!("x"));
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let busy = {
+        let (engine, c) = (engine.clone(), c.clone());
+        tokio::spawn(async move {
+            engine
+                .run(&c, |claim| async move {
+                    let _ = started_tx.send(());
+                    // 450 of the lease's 600 ms without yielding.
+                    std::thread::sleep(Duration::from_millis(450));
+                    tokio::time::sleep(Duration::from_millis(600)).await;
+                    Ok::<_, PayError>(claim.fencing_token().0)
+                })
+                .await
+        })
+    };
+    started_rx.await.expect("the operation started");
+    // Past the first lease's end (600 ms) while the operation still runs:
+    // the claim must have been renewed, so a duplicate is told it is in
+    // flight rather than taking over.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let dup = engine.run(&c, |_| async { Ok::<_, PayError>(0u64) }).await;
+    assert!(
+        matches!(dup, Err(Error::InFlight { .. })),
+        "a duplicate took over the busy operation's claim: {dup:?}"
+    );
+    let first = busy.await.expect("task").expect("the operation completes");
+    assert!(matches!(first, Ran::Executed(t) if t > 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_renewal_keeps_a_slow_operation_exclusive() {
     let store = MemoryStore::new();

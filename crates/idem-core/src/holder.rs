@@ -138,11 +138,16 @@ impl<'a> Held<'a> {
         tokio::pin!(fut);
         // Many operations end at their first poll (nothing to wait for): no
         // timer for them. Most others end well within a third of the lease;
-        // only a slower one pays for a renewal task.
+        // only a slower one pays for a renewal task. The third is counted
+        // from before the first poll, which may itself be long (work done
+        // without yielding), so that the first renewal is not pushed back.
+        let started = tokio::time::Instant::now();
         let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
         let completion = if let Poll::Ready(completion) = first {
             completion
-        } else if let Ok(completion) = tokio::time::timeout(renew_every, &mut fut).await {
+        } else if let Ok(completion) =
+            tokio::time::timeout_at(started + renew_every, &mut fut).await
+        {
             completion
         } else {
             self.renewal = Some(tokio::spawn(renew_loop(
