@@ -97,7 +97,27 @@ impl<K> fmt::Display for Digest<K> {
 }
 
 /// Writes one length-prefixed field, so that no two field lists hash alike.
-pub(crate) fn put_field(h: &mut Sha256, bytes: &[u8]) {
-    h.update((bytes.len() as u64).to_be_bytes());
-    h.update(bytes);
+/// Where a digest's input goes: the hash itself, or a buffer that is
+/// hashed later in one piece (the same bytes, so the same digest).
+pub(crate) trait Sink {
+    /// Appends `bytes`.
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Sha256 {
+    fn put(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// A field: its length (8 bytes, big-endian), then its bytes.
+pub(crate) fn put_field(h: &mut impl Sink, bytes: &[u8]) {
+    h.put(&(bytes.len() as u64).to_be_bytes());
+    h.put(bytes);
 }

@@ -61,6 +61,7 @@
 //! ```
 
 mod call;
+mod canonical;
 mod claim;
 mod commit;
 mod completion;
