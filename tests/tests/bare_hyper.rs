@@ -59,7 +59,7 @@ impl Framework for Bare {
     }
 
     fn replay(&self, recorded: RecordedResponse) -> Result<Answer, Unreadable> {
-        let mut response = Response::new(Full::new(Bytes::from(recorded.body)));
+        let mut response = Response::new(Full::new(recorded.body));
         *response.status_mut() =
             StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
         for (name, value) in recorded.headers {

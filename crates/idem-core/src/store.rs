@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordId;
@@ -13,12 +14,18 @@ use crate::key::RecordId;
 /// (the engine's serde encoding, or a whole HTTP response) and that a replay
 /// returns byte for byte.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
-pub struct Outcome(Vec<u8>);
+pub struct Outcome(Bytes);
 
 impl Outcome {
     /// Wraps encoded bytes.
     pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
-        Self(bytes.into())
+        Self(Bytes::from(bytes.into()))
+    }
+
+    /// The bytes, shared rather than copied: a replay hands them on (an
+    /// HTTP body, say) without copying the record.
+    pub fn shared(&self) -> Bytes {
+        self.0.clone()
     }
 
     /// The encoded bytes.
@@ -28,7 +35,7 @@ impl Outcome {
 
     /// The encoded bytes, owned.
     pub fn into_bytes(self) -> Vec<u8> {
-        self.0
+        Vec::from(self.0)
     }
 
     /// The number of bytes.
@@ -50,7 +57,7 @@ impl fmt::Debug for Outcome {
 
 impl From<Vec<u8>> for Outcome {
     fn from(v: Vec<u8>) -> Self {
-        Self(v)
+        Self(Bytes::from(v))
     }
 }
 

@@ -201,7 +201,7 @@ mod tests {
             Ok(Plain {
                 status: recorded.status,
                 headers: recorded.headers,
-                body: recorded.body,
+                body: recorded.body.to_vec(),
             })
         }
 

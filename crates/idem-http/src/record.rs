@@ -1,6 +1,7 @@
 //! Recorded responses: a compact binary form of status, end-to-end headers
 //! and body, read back byte for byte.
 
+use bytes::Bytes;
 use idem_core::Outcome;
 
 const MAGIC: &[u8; 4] = b"IDR1";
@@ -98,8 +99,8 @@ pub struct RecordedResponse {
     pub status: u16,
     /// The end-to-end headers, every value, in order.
     pub headers: Vec<(String, Vec<u8>)>,
-    /// The body.
-    pub body: Vec<u8>,
+    /// The body: a slice of the record, shared, not copied.
+    pub body: Bytes,
     /// The trailers, every value, in order (empty for most HTTP responses).
     pub trailers: Vec<(String, Vec<u8>)>,
 }
@@ -164,7 +165,9 @@ pub fn decode(outcome: &Outcome) -> Result<RecordedResponse, Unreadable> {
     let headers = r.fields()?;
     let n = usize::try_from(u64::from_be_bytes(r.array("body length")?))
         .map_err(|_| Unreadable("body length"))?;
-    let body = r.take(n, "body")?.to_vec();
+    let body = r.take(n, "body")?;
+    // The record's own bytes, shared: the body is not copied.
+    let body = outcome.shared().slice_ref(body);
     let trailers = if r.0.is_empty() {
         Vec::new()
     } else {
@@ -207,7 +210,7 @@ mod tests {
                 ("set-cookie".to_owned(), b"b=2".to_vec()),
             ]
         );
-        assert_eq!(back.body, body);
+        assert_eq!(back.body, body[..]);
     }
 
     #[test]
@@ -222,7 +225,7 @@ mod tests {
             &trailers,
         ))
         .expect("decodes");
-        assert_eq!(back.body, b"\0\0\0\0\x01z");
+        assert_eq!(back.body, &b"\0\0\0\0\x01z"[..]);
         assert_eq!(
             back.trailers,
             vec![

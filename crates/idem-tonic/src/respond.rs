@@ -85,7 +85,7 @@ impl<E> Framework for Answers<E> {
         } else {
             Some(header_map(recorded.trailers)?)
         };
-        let mut response = Response::new(body_of(recorded.body.into(), trailers));
+        let mut response = Response::new(body_of(recorded.body, trailers));
         *response.status_mut() = status;
         *response.headers_mut() = headers;
         Ok(Ok(response))
