@@ -311,61 +311,32 @@ impl<'a> Seq<'a> {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
+/// serde's four sequence traits, one body: each element counted and
+/// written, the length filled in at the end.
+macro_rules! sequence {
+    ($($kind:ident :: $element:ident),*) => {$(
+        impl ser::$kind for Seq<'_> {
+            type Ok = ();
+            type Error = Error;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
+            fn $element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.element(value)
+            }
 
-    fn end(self) -> Result<(), Error> {
-        self.finish();
-        Ok(())
-    }
+            fn end(self) -> Result<(), Error> {
+                self.finish();
+                Ok(())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        self.finish();
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleStruct for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        self.finish();
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleVariant for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        self.finish();
-        Ok(())
-    }
-}
+sequence!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 /// A compound value handed to serde_json's own serializer, written from
 /// the `Value` it ends as.
@@ -459,39 +430,29 @@ impl<'a> Struct<'a> {
     }
 }
 
-impl ser::SerializeStruct for Struct<'_> {
-    type Ok = ();
-    type Error = Error;
+/// serde's two struct traits, one body.
+macro_rules! structure {
+    ($($kind:ident),*) => {$(
+        impl ser::$kind for Struct<'_> {
+            type Ok = ();
+            type Error = Error;
 
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Error> {
+                self.field(key, value)
+            }
 
-    fn end(self) -> Result<(), Error> {
-        self.finish()
-    }
+            fn end(self) -> Result<(), Error> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Struct<'_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        self.finish()
-    }
-}
+structure!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {
