@@ -64,7 +64,7 @@ impl Framework for Bare {
             StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
         for (name, value) in recorded.headers {
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("name"))?;
-            let value = HeaderValue::from_bytes(&value).map_err(|_| Unreadable("value"))?;
+            let value = HeaderValue::from_maybe_shared(value).map_err(|_| Unreadable("value"))?;
             response.headers_mut().append(name, value);
         }
         Ok(response)

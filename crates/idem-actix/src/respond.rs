@@ -67,7 +67,8 @@ impl Framework for Answers {
         for (name, value) in recorded.headers {
             let name =
                 HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("header name"))?;
-            let value = HeaderValue::from_bytes(&value).map_err(|_| Unreadable("header value"))?;
+            let value =
+                HeaderValue::from_maybe_shared(value).map_err(|_| Unreadable("header value"))?;
             headers.append(name, value);
         }
         Ok(Ok(response))

@@ -28,7 +28,9 @@ pub(crate) fn response_of(recorded: RecordedResponse) -> Result<Response, Unread
     for (name, value) in recorded.headers {
         let name =
             HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("header name"))?;
-        let value = HeaderValue::from_bytes(&value).map_err(|_| Unreadable("header value"))?;
+        // The record's bytes, not a copy of them.
+        let value =
+            HeaderValue::from_maybe_shared(value).map_err(|_| Unreadable("header value"))?;
         headers.append(name, value);
     }
     let mut response = Response::new(Body::from(recorded.body));

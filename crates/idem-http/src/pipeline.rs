@@ -109,9 +109,10 @@ where
                 recorded
                     .headers
                     .retain(|(name, _)| !name.eq_ignore_ascii_case(IDEMPOTENT_REPLAYED));
-                recorded
-                    .headers
-                    .push((IDEMPOTENT_REPLAYED.to_owned(), b"true".to_vec()));
+                recorded.headers.push((
+                    IDEMPOTENT_REPLAYED.to_owned(),
+                    bytes::Bytes::from_static(b"true"),
+                ));
                 framework.replay(recorded)
             });
             replayed.unwrap_or_else(|e| {
@@ -177,7 +178,7 @@ mod tests {
     #[derive(Debug, PartialEq, Eq)]
     struct Plain {
         status: u16,
-        headers: Vec<(String, Vec<u8>)>,
+        headers: Vec<(String, bytes::Bytes)>,
         body: Vec<u8>,
     }
 
@@ -278,7 +279,10 @@ mod tests {
         assert_eq!((retry.status, &retry.body), (201, &first.body));
         assert_eq!(
             retry.headers,
-            [(IDEMPOTENT_REPLAYED.to_owned(), b"true".to_vec())]
+            [(
+                IDEMPOTENT_REPLAYED.to_owned(),
+                bytes::Bytes::from_static(b"true")
+            )]
         );
     }
 

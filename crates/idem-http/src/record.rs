@@ -97,12 +97,13 @@ fn put_fields(out: &mut Vec<u8>, fields: &[(&str, &[u8])]) {
 pub struct RecordedResponse {
     /// The status code.
     pub status: u16,
-    /// The end-to-end headers, every value, in order.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// The end-to-end headers, every value, in order (each value a slice
+    /// of the record).
+    pub headers: Vec<(String, Bytes)>,
     /// The body: a slice of the record, shared, not copied.
     pub body: Bytes,
     /// The trailers, every value, in order (empty for most HTTP responses).
-    pub trailers: Vec<(String, Vec<u8>)>,
+    pub trailers: Vec<(String, Bytes)>,
 }
 
 /// Why a record could not be read back: the part that was wrong.
@@ -129,8 +130,9 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    /// A count, then that many (name, value) fields.
-    fn fields(&mut self) -> Result<Vec<(String, Vec<u8>)>, Unreadable> {
+    /// A count, then that many (name, value) fields, each value a slice of
+    /// `whole`, the record this reads.
+    fn fields(&mut self, whole: &Bytes) -> Result<Vec<(String, Bytes)>, Unreadable> {
         let count = u32::from_be_bytes(self.array("field count")?);
         let mut fields = Vec::new();
         for _ in 0..count {
@@ -140,7 +142,7 @@ impl<'a> Reader<'a> {
                 .to_owned();
             let n = usize::try_from(u32::from_be_bytes(self.array("field value length")?))
                 .map_err(|_| Unreadable("field value length"))?;
-            fields.push((name, self.take(n, "field value")?.to_vec()));
+            fields.push((name, whole.slice_ref(self.take(n, "field value")?)));
         }
         Ok(fields)
     }
@@ -154,7 +156,9 @@ impl<'a> Reader<'a> {
 
 /// Decodes a recorded response.
 pub fn decode(outcome: &Outcome) -> Result<RecordedResponse, Unreadable> {
-    let mut r = Reader(outcome.as_bytes());
+    // The record's own bytes, shared: neither body nor values are copied.
+    let whole = outcome.shared();
+    let mut r = Reader(&whole);
     if r.take(4, "magic")? != MAGIC {
         return Err(Unreadable("not a recorded HTTP response"));
     }
@@ -162,16 +166,14 @@ pub fn decode(outcome: &Outcome) -> Result<RecordedResponse, Unreadable> {
     if !(100..=999).contains(&status) {
         return Err(Unreadable("status"));
     }
-    let headers = r.fields()?;
+    let headers = r.fields(&whole)?;
     let n = usize::try_from(u64::from_be_bytes(r.array("body length")?))
         .map_err(|_| Unreadable("body length"))?;
-    let body = r.take(n, "body")?;
-    // The record's own bytes, shared: the body is not copied.
-    let body = outcome.shared().slice_ref(body);
+    let body = whole.slice_ref(r.take(n, "body")?);
     let trailers = if r.0.is_empty() {
         Vec::new()
     } else {
-        r.fields()?
+        r.fields(&whole)?
     };
     if !r.0.is_empty() {
         return Err(Unreadable("trailing bytes"));
@@ -205,9 +207,9 @@ mod tests {
         assert_eq!(
             back.headers,
             vec![
-                ("content-type".to_owned(), b"application/json".to_vec()),
-                ("set-cookie".to_owned(), b"a=1".to_vec()),
-                ("set-cookie".to_owned(), b"b=2".to_vec()),
+                ("content-type".to_owned(), Bytes::from_static(b"application/json")),
+                ("set-cookie".to_owned(), Bytes::from_static(b"a=1")),
+                ("set-cookie".to_owned(), Bytes::from_static(b"b=2")),
             ]
         );
         assert_eq!(back.body, body[..]);
@@ -229,9 +231,9 @@ mod tests {
         assert_eq!(
             back.trailers,
             vec![
-                ("grpc-status".to_owned(), b"0".to_vec()),
-                ("x-a".to_owned(), b"1".to_vec()),
-                ("x-a".to_owned(), b"2".to_vec()),
+                ("grpc-status".to_owned(), Bytes::from_static(b"0")),
+                ("x-a".to_owned(), Bytes::from_static(b"1")),
+                ("x-a".to_owned(), Bytes::from_static(b"2")),
             ]
         );
         assert_eq!(

@@ -137,12 +137,13 @@ fn body_of(data: Bytes, trailers: Option<HeaderMap>) -> Body {
     Body::new(StreamBody::new(stream))
 }
 
-fn header_map(fields: Vec<(String, Vec<u8>)>) -> Result<HeaderMap, Unreadable> {
+fn header_map(fields: Vec<(String, Bytes)>) -> Result<HeaderMap, Unreadable> {
     let mut map = HeaderMap::with_capacity(fields.len());
     for (name, value) in fields {
         let name =
             HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("header name"))?;
-        let value = HeaderValue::from_bytes(&value).map_err(|_| Unreadable("header value"))?;
+        let value =
+            HeaderValue::from_maybe_shared(value).map_err(|_| Unreadable("header value"))?;
         map.append(name, value);
     }
     Ok(map)
