@@ -207,7 +207,10 @@ mod tests {
         assert_eq!(
             back.headers,
             vec![
-                ("content-type".to_owned(), Bytes::from_static(b"application/json")),
+                (
+                    "content-type".to_owned(),
+                    Bytes::from_static(b"application/json")
+                ),
                 ("set-cookie".to_owned(), Bytes::from_static(b"a=1")),
                 ("set-cookie".to_owned(), Bytes::from_static(b"b=2")),
             ]
