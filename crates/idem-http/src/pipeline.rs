@@ -4,6 +4,8 @@
 
 use std::future::Future;
 
+use bytes::Bytes;
+
 use idem_core::{Call, Claim, CommitError, Completion, Engine, Execution, StoreTransaction};
 
 use crate::framework::{Framework, Recording};
@@ -109,10 +111,9 @@ where
                 recorded
                     .headers
                     .retain(|(name, _)| !name.eq_ignore_ascii_case(IDEMPOTENT_REPLAYED));
-                recorded.headers.push((
-                    IDEMPOTENT_REPLAYED.to_owned(),
-                    bytes::Bytes::from_static(b"true"),
-                ));
+                recorded
+                    .headers
+                    .push((IDEMPOTENT_REPLAYED.to_owned(), Bytes::from_static(b"true")));
                 framework.replay(recorded)
             });
             replayed.unwrap_or_else(|e| {
@@ -178,7 +179,7 @@ mod tests {
     #[derive(Debug, PartialEq, Eq)]
     struct Plain {
         status: u16,
-        headers: Vec<(String, bytes::Bytes)>,
+        headers: Vec<(String, Bytes)>,
         body: Vec<u8>,
     }
 
@@ -279,10 +280,7 @@ mod tests {
         assert_eq!((retry.status, &retry.body), (201, &first.body));
         assert_eq!(
             retry.headers,
-            [(
-                IDEMPOTENT_REPLAYED.to_owned(),
-                bytes::Bytes::from_static(b"true")
-            )]
+            [(IDEMPOTENT_REPLAYED.to_owned(), Bytes::from_static(b"true"))]
         );
     }
 
