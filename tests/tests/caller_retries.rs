@@ -161,25 +161,21 @@ async fn a_key_reused_for_another_payment_is_refused_once_and_never_retried() {
     let url = payments().await;
     let client = client(RetryPolicy::default());
     let key = format!("order-{}", std::process::id());
-    let first = client
-        .post(format!("{url}/accounts/acct-1/debits"))
-        .with_extension(Key::new(&key))
-        .json(&serde_json::json!({ "amount": 5 }))
-        .send()
-        .await
-        .expect("first");
+    // A debit of `amount` under the one key.
+    let debit = |amount: u64| {
+        client
+            .post(format!("{url}/accounts/acct-1/debits"))
+            .with_extension(Key::new(&key))
+            .json(&serde_json::json!({ "amount": amount }))
+            .send()
+    };
+    let first = debit(5).await.expect("first");
     assert_eq!(first.status(), StatusCode::CREATED);
     assert_eq!(
         first.idempotency().map(|i| i.key.as_str()),
         Some(key.as_str())
     );
-    let other = client
-        .post(format!("{url}/accounts/acct-1/debits"))
-        .with_extension(Key::new(&key))
-        .json(&serde_json::json!({ "amount": 7 }))
-        .send()
-        .await
-        .expect("second");
+    let other = debit(7).await.expect("second");
     assert_eq!(other.idempotency().map(|i| i.attempts), Some(1));
     let problem = other.error_for_problem().await.expect_err("422");
     assert_eq!(
