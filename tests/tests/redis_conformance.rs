@@ -41,3 +41,17 @@ mod cluster_replicated {
             .with_replication(1, Duration::from_millis(500))
     });
 }
+
+mod single_with_replay_cache {
+    use std::time::Duration;
+
+    use super::{redis_url, unique_prefix, RedisStore};
+
+    idem_core::store_conformance_tests!(|| async {
+        RedisStore::connect(&redis_url())
+            .await
+            .expect("Redis at IDEM_TEST_REDIS_URL (default redis://127.0.0.1:6379)")
+            .with_prefix(&unique_prefix("conformance"))
+            .with_replay_cache(1 << 20, Duration::from_secs(60))
+    });
+}

@@ -46,7 +46,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState,
@@ -59,6 +59,7 @@ use redis::{Script, Value};
 
 mod operations;
 mod record;
+mod replay_cache;
 mod sentinel;
 mod slot;
 mod transaction;
@@ -70,6 +71,7 @@ pub use transaction::RedisTransaction;
 use idem_core::machine::micros;
 use idem_core::waiters::Look;
 use operations::parse_token;
+use replay_cache::ReplayCache;
 use sentinel::{manager_config, Followed};
 use wake::{Server, Wakes};
 use wire::{ms, Connection, TokenText};
@@ -79,7 +81,7 @@ fn channel(prefix: &str) -> Arc<str> {
     Arc::from(format!("{prefix}wake"))
 }
 
-/// `begin(fingerprint, lease_ms)`. A new key is claimed by `TIME` and
+/// `begin(fingerprint, lease_ms, want_ttl)`. A new key is claimed by `TIME` and
 /// `SET NX` alone; only an existing record is read. A fresh claim replies
 /// with its token as a string, every other answer is a tagged array.
 ///
@@ -203,7 +205,7 @@ impl RedisStore {
             .await
             .map_err(|e| ConnectError::Unreachable(Box::new(e)))?;
         let mut store = Self::from_connection_manager(manager);
-        store.wakes = Some(Arc::new(Wakes::new(Server::Fixed(client))));
+        store.wakes = Some(Arc::new(Wakes::new(Server::Fixed(client), None)));
         store.channel = channel(&store.prefix);
         Ok(store)
     }
@@ -230,7 +232,7 @@ impl RedisStore {
             .collect();
         let followed = Arc::new(Followed::connect(&sentinels, service).await?);
         let mut store = Self::with_connection(Connection::Sentinel(Arc::clone(&followed)));
-        store.wakes = Some(Arc::new(Wakes::new(Server::Followed(followed))));
+        store.wakes = Some(Arc::new(Wakes::new(Server::Followed(followed), None)));
         store.channel = channel(&store.prefix);
         Ok(store)
     }
@@ -283,7 +285,8 @@ impl RedisStore {
         self.prefix = Arc::from(prefix);
         if let Some(wakes) = &self.wakes {
             // Another channel: waiters of the old one are not this store's.
-            self.wakes = Some(Arc::new(Wakes::new(wakes.server().clone())));
+            let cache = wakes.cache.as_ref().map(ReplayCache::fresh);
+            self.wakes = Some(Arc::new(Wakes::new(wakes.server().clone(), cache)));
             self.channel = channel(prefix);
         }
         self
@@ -318,6 +321,36 @@ impl RedisStore {
     #[must_use]
     pub fn with_replication(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replication = (replicas > 0).then_some(Replication { replicas, timeout });
+        self
+    }
+
+    /// Answers replays of completed records from this process, without a
+    /// round trip, keeping at most `max_bytes` of recorded outcomes, each at
+    /// most `max_age` (and never past its record's TTL). Off by default.
+    ///
+    /// A completed record only expires or is removed, and every removal is
+    /// published on the store's wake channel by the script that makes it, so
+    /// the cache forgets a removed record as soon as its message arrives,
+    /// and is used only while the channel is subscribed (losing it empties
+    /// the cache). What this gives up:
+    ///
+    /// - **A removal is seen by the other instances a few milliseconds
+    ///   late**: in that time one of them may still replay the record an
+    ///   operator just removed, instead of running the operation again.
+    /// - **A subscription that dies silently** (a partition that leaves its
+    ///   connection open) is noticed late: for up to `max_age`, removals are
+    ///   missed. Keep `max_age` as short as that risk needs (seconds).
+    ///
+    /// A claim, a duplicate in flight and a first request are never answered
+    /// from the cache: only completed records are kept, filled from Redis's
+    /// replies to retries. On Redis Cluster, whose stores have no wake
+    /// channel, the cache is never used.
+    #[must_use]
+    pub fn with_replay_cache(mut self, max_bytes: u64, max_age: Duration) -> Self {
+        if let Some(wakes) = &self.wakes {
+            let cache = ReplayCache::new(max_bytes, max_age);
+            self.wakes = Some(Arc::new(Wakes::new(wakes.server().clone(), Some(cache))));
+        }
         self
     }
 
@@ -511,11 +544,27 @@ impl Store for RedisStore {
         fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Begin, StoreError> {
+        let cache = self.wakes.as_ref().and_then(|w| {
+            let cache = w.cache.as_ref()?;
+            w.start(&self.channel);
+            Some(cache)
+        });
+        if let Some(answer) = cache.and_then(|c| c.answer(id, fingerprint)) {
+            return Ok(answer);
+        }
+        let ticket = cache.and_then(|c| Some((c, c.ticket(id)?)));
+        // With a cache, a replay also answers its key's time to live.
+        let want_ttl: &[u8] = if ticket.is_some() { b"1" } else { b"" };
         let eval = evalsha(
             &self.scripts.begin,
             self.key(id),
-            &[fingerprint.as_bytes(), ms(lease, &mut itoa::Buffer::new())],
+            &[
+                fingerprint.as_bytes(),
+                ms(lease, &mut itoa::Buffer::new()),
+                want_ttl,
+            ],
         );
+        let sent = Instant::now();
         let (reply, replicated) = self
             .eval_replicated("begin", &self.scripts.begin, &eval)
             .await?;
@@ -551,7 +600,15 @@ impl Store for RedisStore {
                 })
             }
             (Some(Value::BulkString(tag)), Some(Value::BulkString(bytes))) if tag == b"R" => {
-                Ok(Begin::Replay(Outcome::new(bytes.clone())))
+                let outcome = Outcome::new(bytes.clone());
+                if let (Some((cache, ticket)), Some(Value::Int(left))) = (ticket, items.get(2)) {
+                    // The key lives at least `left` ms after the call was sent.
+                    if let Ok(left) = u64::try_from(*left) {
+                        let expires = sent + Duration::from_millis(left);
+                        cache.fill(id, ticket, fingerprint, &outcome, expires);
+                    }
+                }
+                Ok(Begin::Replay(outcome))
             }
             (Some(Value::BulkString(tag)), None) if tag == b"M" => Ok(Begin::Mismatch),
             _ => Err(unexpected()),
@@ -655,6 +712,12 @@ impl Store for RedisStore {
                 &[force, self.channel.as_bytes()],
             )
             .await?;
-        operations::removed(&reply)
+        let removal = operations::removed(&reply)?;
+        if let (Removal::Removed, Some(cache)) =
+            (&removal, self.wakes.as_ref().and_then(|w| w.cache.as_ref()))
+        {
+            cache.changed(id);
+        }
+        Ok(removal)
     }
 }

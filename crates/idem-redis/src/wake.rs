@@ -10,13 +10,18 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use idem_core::waiters::Waiters;
+use idem_core::RecordId;
 
+use crate::replay_cache::ReplayCache;
 use crate::sentinel::Followed;
 
 /// The waiters of one store, by record key, and its subscription.
 pub(crate) struct Wakes {
     server: Server,
     pub(crate) waiters: Waiters<String>,
+    /// Completed records replayed in process, forgotten when the channel
+    /// says they changed ([`crate::RedisStore::with_replay_cache`]).
+    pub(crate) cache: Option<ReplayCache>,
     started: OnceLock<()>,
 }
 
@@ -39,10 +44,11 @@ impl Server {
 }
 
 impl Wakes {
-    pub(crate) fn new(server: Server) -> Self {
+    pub(crate) fn new(server: Server, cache: Option<ReplayCache>) -> Self {
         Self {
             server,
             waiters: Waiters::default(),
+            cache,
             started: OnceLock::new(),
         }
     }
@@ -79,16 +85,64 @@ impl Wakes {
                 continue;
             }
             self.waiters.up();
+            if let Some(cache) = &self.cache {
+                cache.subscribed();
+            }
             let mut messages = pubsub.into_on_message();
             while let Some(message) = messages.next().await {
                 if let Ok(key) = message.get_payload::<String>() {
+                    if let (Some(cache), Some(id)) = (&self.cache, id_in_key(&key)) {
+                        cache.changed(&id);
+                    }
                     if let Some(slot) = self.waiters.take(&key) {
                         slot.wake(None);
                     }
                 }
             }
+            if let Some(cache) = &self.cache {
+                cache.unsubscribed();
+            }
             self.waiters.down();
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+/// The record id in a record's key, `<prefix>{<64 hex digits>}`.
+fn id_in_key(key: &str) -> Option<RecordId> {
+    let hex = key.strip_suffix('}')?.rsplit_once('{')?.1.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| {
+        char::from(c)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    let mut bytes = [0u8; 32];
+    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(RecordId::from_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idem_core::{IdempotencyKey, Scope};
+
+    #[test]
+    fn a_records_key_names_its_id() {
+        let id = RecordId::new(
+            &Scope::new("alice"),
+            &IdempotencyKey::parse("k-1").expect("key"),
+        );
+        let mut key = String::from("payments:{idem}:{");
+        id.push_hex(&mut key);
+        key.push('}');
+        assert_eq!(id_in_key(&key), Some(id));
+        assert_eq!(id_in_key("payments:{abc}"), None);
+        assert_eq!(id_in_key(&key.replace('}', "")), None);
+        assert_eq!(id_in_key(&format!("{{{}}}", "g".repeat(64))), None);
     }
 }

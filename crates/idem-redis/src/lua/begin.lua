@@ -1,4 +1,4 @@
--- begin(fingerprint, lease_ms), on KEYS[1], the record.
+-- begin(fingerprint, lease_ms, want_ttl), on KEYS[1], the record.
 -- The record is one string: state (1 byte: 'F' 70 in flight, 'C' 67
 -- completed, 'R' 82 released or removed), fingerprint (bytes 2-33), fencing
 -- token (bytes 34-49, 16 digits), then the outcome of a completed record.
@@ -21,8 +21,12 @@ if state ~= RELEASED then
   if string.sub(v, 2, 33) ~= ARGV[1] then return {'M'} end
   -- in flight, same fingerprint | begin -> InFlight { retry_after }.
   if state == IN_FLIGHT then return {'I', redis.call('PTTL', KEYS[1])} end
-  -- completed, same fingerprint | begin -> Replay(outcome).
-  if state == COMPLETED then return {'R', string.sub(v, 50)} end
+  -- completed, same fingerprint | begin -> Replay(outcome); with want_ttl
+  -- '1', the key's time to live too (for the replay cache).
+  if state == COMPLETED then
+    if ARGV[3] == '1' then return {'R', string.sub(v, 50), redis.call('PTTL', KEYS[1])} end
+    return {'R', string.sub(v, 50)}
+  end
   error('idem: corrupt record')
 end
 -- none (released, not live) | begin -> Acquired: token max(previous + 1, now).
