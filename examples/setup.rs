@@ -30,6 +30,19 @@ pub async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
         .await
         .map_err(|e| format!("REDIS_URL: {e}"))?;
     let store = store.with_prefix("payments:idem:");
+    // REDIS_REPLAY_CACHE_MB: answer retries of completed payments from this
+    // process (see `RedisStore::with_replay_cache`), each kept at most
+    // REDIS_REPLAY_CACHE_MAX_AGE_MS (default 5000).
+    let store = match std::env::var("REDIS_REPLAY_CACHE_MB") {
+        Err(_) => store,
+        Ok(mb) => {
+            let mb: u64 = mb.parse().map_err(|e| {
+                format!("REDIS_REPLAY_CACHE_MB must be a whole number of megabytes: {e}")
+            })?;
+            let max_age = millis("REDIS_REPLAY_CACHE_MAX_AGE_MS", Duration::from_secs(5))?;
+            store.with_replay_cache(mb << 20, max_age)
+        }
+    };
     let ledger = RedisLedger::connect(url, &store, "payments:balance:")
         .await
         .map_err(|e| format!("REDIS_URL: cannot open the ledger: {:?}", e.kind()))?;

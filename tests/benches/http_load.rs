@@ -22,7 +22,9 @@
 //!
 //! `-- replay` and `-- redis-replay` record 500 requests first and then
 //! send only those: every request idem answers is a replay (on memory, or
-//! on Redis), against the bare route running a debit each time. Every
+//! on Redis), against the bare route running a debit each time;
+//! `-- redis-replay-cached` the same with the store's replay cache
+//! (`RedisStore::with_replay_cache`). Every
 //! round reports the median and 99th percentile latency beside its rate.
 //!
 //! Rounds alternate between the two servers so that drift on a noisy machine
@@ -239,7 +241,9 @@ async fn naive_debit<K: NaiveKeys>(
     Response::from_parts(parts, Body::from(bytes))
 }
 
-async fn redis_pair() -> Result<(String, String), String> {
+/// The baseline and idem on Redis; with `replay_cache`, the store answers
+/// retries of completed records from its replay cache (64 MiB, 5 s).
+async fn redis_pair_with(replay_cache: bool) -> Result<(String, String), String> {
     let url = idem_tests::redis_url();
     let run = format!("idem-bench:{}:", std::process::id());
     let redis = redis::aio::ConnectionManager::new(
@@ -260,6 +264,11 @@ async fn redis_pair() -> Result<(String, String), String> {
         .await
         .map_err(|e| e.to_string())?
         .with_prefix(&format!("{run}idem:"));
+    let store = if replay_cache {
+        store.with_replay_cache(64 << 20, Duration::from_secs(5))
+    } else {
+        store
+    };
     // Records of this run expire after 10 minutes (and are deleted at the
     // end); balances in memory on both sides, as the baseline keeps them.
     let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
@@ -268,6 +277,10 @@ async fn redis_pair() -> Result<(String, String), String> {
         idem_tests::serve(naive).await,
         idem_tests::serve(router(app_with(engine, Arc::new(ledger)))).await,
     ))
+}
+
+async fn redis_pair() -> Result<(String, String), String> {
+    redis_pair_with(false).await
 }
 
 /// A ledger that debits on its own and leaves the record to the engine: the
@@ -808,18 +821,28 @@ fn run_replay_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), Str
 
 /// The bare route against idem on Redis answering replays only, and the
 /// round trip to Redis beside them: a replay costs idem one script call.
-fn run_redis_replay_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+/// With `replay_cache`, the store's replay cache answers them.
+fn run_redis_replay_pair(
+    rt: &tokio::runtime::Runtime,
+    script: &str,
+    replay_cache: bool,
+) -> Result<(), String> {
     let (bare, idem, round_trip) = rt.block_on(async {
-        let (_, idem) = redis_pair().await?;
+        let (_, idem) = redis_pair_with(replay_cache).await?;
         record_replays(&idem).await?;
         let bare = idem_tests::serve(baseline::router(app())).await;
         Ok::<_, String>((bare, idem, redis_round_trip().await?))
     })?;
     println!("  one Redis round trip (PING) from this process, median of 1000: {round_trip:.0} us");
+    let (label, name) = if replay_cache {
+        ("redis-replay-cached", "with idem (Redis, replay cache)")
+    } else {
+        ("redis-replay", "with idem (a Redis replay)")
+    };
     compare_on_redis(
         rt,
-        "redis-replay",
-        ["without idem (a debit)", "with idem (a Redis replay)"],
+        label,
+        ["without idem (a debit)", name],
         [&bare, &idem],
         script,
     )
@@ -1046,7 +1069,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|replay|redis|redis-replay|redis-fenced|redis-replicated|actix|grpc|postgres|redis-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|replay|redis|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|redis-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -1098,7 +1121,10 @@ fn main() -> ExitCode {
             run_redis_pair(&rt, "redis", &script)?;
         }
         if wanted("redis-replay") {
-            run_redis_replay_pair(&rt, &replay_script)?;
+            run_redis_replay_pair(&rt, &replay_script, false)?;
+        }
+        if wanted("redis-replay-cached") {
+            run_redis_replay_pair(&rt, &replay_script, true)?;
         }
         if wanted("redis-fenced") {
             run_redis_fenced_pair(&rt, &script)?;
