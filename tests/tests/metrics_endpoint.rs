@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{Engine, MemoryStore};
-use idem_examples::payments::{router, App, MemoryLedger};
-use idem_tests::serve;
+use idem_examples::payments::{router, App, MemoryLedger, RedisLedger};
+use idem_redis::RedisStore;
+use idem_tests::{redis_url, serve, unique_prefix};
 
 async fn debit(url: &str, key: &str, amount: u64) -> reqwest::StatusCode {
     reqwest::Client::new()
@@ -85,4 +86,65 @@ async fn a_scrape_shows_each_decision_and_the_store_s_latency() {
     };
     assert_eq!(begins_under("5"), Some(3.0), "{scrape}");
     assert_eq!(begins_under("+Inf"), Some(3.0), "{scrape}");
+}
+
+#[tokio::test]
+async fn a_scrape_shows_how_many_retries_the_redis_replay_cache_answered() {
+    let metrics = serve(idem_examples::metrics::router().expect("recorder")).await;
+    let prefix = unique_prefix("metrics");
+    let store = RedisStore::connect(&redis_url())
+        .await
+        .expect("redis")
+        .with_prefix(&prefix)
+        .with_replay_cache(1 << 20, Duration::from_secs(60));
+    let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
+        .await
+        .expect("ledger");
+    let url = serve(router(App {
+        engine: Engine::new(store),
+        ledger: Arc::new(ledger),
+        debit_delay: Duration::ZERO,
+        provider: None,
+    }))
+    .await;
+    assert_eq!(debit(&url, "c-1", 100).await, 201);
+    let scrape = || async {
+        reqwest::get(format!("{metrics}/metrics"))
+            .await
+            .expect("scrape")
+            .text()
+            .await
+            .expect("text")
+    };
+    let event = |scrape: &str, event: &str| {
+        value(
+            scrape,
+            &format!("idem_replay_cache{{idem_event=\"{event}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    // Retries until one is answered from the cache (it fills once the
+    // wake channel is subscribed), then 10 more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while event(&scrape().await, "hit") < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no hit within 2 s: {}",
+            scrape().await
+        );
+        assert_eq!(debit(&url, "c-1", 100).await, 201);
+    }
+    for _ in 0..10 {
+        assert_eq!(debit(&url, "c-1", 100).await, 201);
+    }
+    let scrape = scrape().await;
+    assert!(event(&scrape, "hit") >= 11.0, "{scrape}");
+    assert!(
+        event(&scrape, "miss") >= 1.0,
+        "the first retry asked Redis: {scrape}"
+    );
+    assert!(
+        value(&scrape, "idem_replay_cache_bytes").is_some_and(|b| b > 0.0),
+        "{scrape}"
+    );
 }

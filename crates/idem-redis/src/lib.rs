@@ -20,6 +20,10 @@
 //!   while the claim holds and what it read is unchanged
 //!   (`idem_core::Claim::commit`): a holder that stalled past its lease or
 //!   was force-removed writes nothing.
+//! - **Replays without a round trip, if asked**
+//!   ([`RedisStore::with_replay_cache`]): completed records kept in
+//!   process, no longer than their TTL, forgotten when the wake channel
+//!   says they were removed; counted with the `metrics` feature.
 //! - **Fails closed**: a connection failure or a timeout is a transient
 //!   [`StoreError`]: the operation does not run, and over HTTP the client gets
 //!   503 with `Retry-After`. The single-node connection is a

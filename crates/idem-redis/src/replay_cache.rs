@@ -18,6 +18,12 @@
 //! after the script read the record, and whose message arrives before the
 //! reply is handled, must not leave the removed outcome behind.
 //!
+//! With the crate's `metrics` feature, the counter `idem.replay_cache`
+//! counts, by `idem.event`, the retries answered from the cache (`hit`: a
+//! replay, or a mismatch), the replays Redis answered while the cache was on (`miss`), and each time the
+//! cache was emptied because the subscription was lost (`emptied`); the
+//! gauge `idem.replay_cache.bytes` is the weight it holds.
+//!
 //! [`RedisStore::with_replay_cache`]: crate::RedisStore::with_replay_cache
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -100,6 +106,7 @@ impl ReplayCache {
             self.entries.remove(id);
             return None;
         }
+        count("hit");
         Some(if entry.fingerprint == *fingerprint {
             Begin::Replay(entry.outcome)
         } else {
@@ -130,6 +137,7 @@ impl ReplayCache {
         outcome: &Outcome,
         expires: Instant,
     ) {
+        count("miss");
         let expires = expires.min(Instant::now() + self.max_age);
         let entry = Entry {
             fingerprint: *fingerprint,
@@ -143,6 +151,7 @@ impl ReplayCache {
         if !self.still(id, ticket) {
             self.entries.remove(id);
         }
+        self.report_size();
     }
 
     /// A change to `id`'s record was published (or made here): forget it.
@@ -164,6 +173,13 @@ impl ReplayCache {
         self.live.store(false, Ordering::SeqCst);
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.entries.clear();
+        count("emptied");
+        self.report_size();
+    }
+
+    fn report_size(&self) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("idem.replay_cache.bytes").set(self.entries.weight() as f64);
     }
 
     fn still(&self, id: &RecordId, ticket: Ticket) -> bool {
@@ -178,6 +194,14 @@ impl ReplayCache {
         let n = usize::from(u16::from_le_bytes([b[30], b[31]]));
         &self.changes[n % COUNTERS]
     }
+}
+
+/// Counts one `idem.replay_cache` event (with the `metrics` feature).
+fn count(event: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("idem.replay_cache", "idem.event" => event).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = event;
 }
 
 #[cfg(test)]
