@@ -151,7 +151,7 @@ impl ReplayCache {
         if !self.still(id, ticket) {
             self.entries.remove(id);
         }
-        self.report_size();
+        report_size(self.entries.weight());
     }
 
     /// A change to `id`'s record was published (or made here): forget it.
@@ -174,12 +174,7 @@ impl ReplayCache {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.entries.clear();
         count("emptied");
-        self.report_size();
-    }
-
-    fn report_size(&self) {
-        #[cfg(feature = "metrics")]
-        metrics::gauge!("idem.replay_cache.bytes").set(self.entries.weight() as f64);
+        report_size(self.entries.weight());
     }
 
     fn still(&self, id: &RecordId, ticket: Ticket) -> bool {
@@ -202,6 +197,16 @@ fn count(event: &'static str) {
     metrics::counter!("idem.replay_cache", "idem.event" => event).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = event;
+}
+
+/// Sets the `idem.replay_cache.bytes` gauge (with the `metrics` feature).
+fn report_size(bytes: u64) {
+    // A gauge is an f64: exact up to 2^53 bytes.
+    #[cfg(feature = "metrics")]
+    #[allow(clippy::cast_precision_loss)]
+    metrics::gauge!("idem.replay_cache.bytes").set(bytes as f64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = bytes;
 }
 
 #[cfg(test)]
