@@ -25,13 +25,16 @@ use tower::ServiceExt;
 fn app() -> App {
     // Records live 2 seconds and are purged every second, so a long run
     // holds a steady number of them.
+    app_with_ttl(Duration::from_secs(2))
+}
+
+fn app_with_ttl(ttl: Duration) -> App {
     let store = MemoryStore::builder()
         .max_bytes(usize::MAX)
         .purge_interval(Some(Duration::from_secs(1)))
         .build();
     App {
-        engine: Engine::new(store.clone())
-            .with_policy(Policy::default().ttl(Duration::from_secs(2))),
+        engine: Engine::new(store.clone()).with_policy(Policy::default().ttl(ttl)),
         ledger: Arc::new(MemoryLedger::new(&store)),
         debit_delay: Duration::ZERO,
         provider: None,
@@ -39,15 +42,28 @@ fn app() -> App {
 }
 
 fn debit(n: u64) -> Request<Body> {
+    debit_with_key(n, &format!("bench-{n}"))
+}
+
+fn debit_with_key(n: u64, key: &str) -> Request<Body> {
     Request::post(format!("/accounts/acct-{}/debits", n % 500))
         .header("content-type", "application/json")
-        .header("idempotency-key", format!("bench-{n}"))
+        .header("idempotency-key", key)
         .body(Body::from(r#"{"amount":1}"#))
         .expect("request")
 }
 
 async fn send(router: &Router, n: u64) {
-    let response = router.clone().oneshot(debit(n)).await.expect("infallible");
+    send_request(router, debit(n)).await;
+}
+
+/// A retry of one of 500 recorded debits (on the bare route, a debit).
+async fn send_retry(router: &Router, n: u64) {
+    send_request(router, debit_with_key(n, &format!("replay-{}", n % 500))).await;
+}
+
+async fn send_request(router: &Router, request: Request<Body>) {
+    let response = router.clone().oneshot(request).await.expect("infallible");
     assert_eq!(response.status(), StatusCode::CREATED);
     let body = axum::body::to_bytes(response.into_body(), 1 << 16)
         .await
@@ -71,6 +87,36 @@ fn debit_route(c: &mut Criterion) {
     group.bench_function("with_idem", |b| {
         b.to_async(&rt)
             .iter(|| send(&idem, counter.fetch_add(1, Ordering::Relaxed)));
+    });
+    group.finish();
+}
+
+/// The same 500 debits over and over: with idem every answer is a replay
+/// from memory, without it every request debits (issue 27's goal: a replay
+/// no slower than the bare route).
+fn replay_route(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (bare, idem) = rt.block_on(async {
+        // Recorded for the whole run.
+        let idem = router(app_with_ttl(Duration::from_secs(3600)));
+        for n in 0..500 {
+            send_retry(&idem, n).await;
+        }
+        (baseline::router(app()), idem)
+    });
+    let counter = AtomicU64::new(0);
+    let mut group = c.benchmark_group("replay_route");
+    group.bench_function("without_idem", |b| {
+        b.to_async(&rt)
+            .iter(|| send_retry(&bare, counter.fetch_add(1, Ordering::Relaxed)));
+    });
+    group.bench_function("with_idem", |b| {
+        b.to_async(&rt)
+            .iter(|| send_retry(&idem, counter.fetch_add(1, Ordering::Relaxed)));
     });
     group.finish();
 }
@@ -112,5 +158,5 @@ fn problem_json_layer(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, debit_route, problem_json_layer);
+criterion_group!(benches, debit_route, replay_route, problem_json_layer);
 criterion_main!(benches);
