@@ -1,7 +1,8 @@
 //! `GrpcIdempotencyLayer`: the same for tonic clients. A tower layer over a
 //! `Channel` that puts one key in each unary call's metadata and retries
 //! the call with it: no answer, `ABORTED` (the same key in flight; its
-//! `grpc-retry-pushback-ms` honoured), `UNAVAILABLE`, and
+//! `grpc-retry-pushback-ms`, or else its `google.rpc.RetryInfo`, honoured),
+//! `UNAVAILABLE`, and
 //! `DEADLINE_EXCEEDED` (idem answers it ahead of a call's deadline and goes
 //! on: the retry gets the outcome).
 
@@ -31,10 +32,13 @@ use crate::policy::{Attempt, Decision, RetryPolicy};
 /// Each call gets a key in `idempotency-key` metadata (the one already set
 /// on the request is kept), minted before the first attempt, and is
 /// retried with it as its [`RetryPolicy`] says, its gRPC code read as the
-/// HTTP status the policy knows: `ABORTED` as 409 (its pushback as
-/// `Retry-After`), `UNAVAILABLE` as 503, `DEADLINE_EXCEEDED` as 504 (a 5xx:
-/// retried unless `server_errors(false)`), `RESOURCE_EXHAUSTED` as 429 only
-/// with a pushback; every other code is final. The request message is
+/// HTTP status the policy knows: `ABORTED` as 409, `UNAVAILABLE` as 503,
+/// `DEADLINE_EXCEEDED` as 504 (a 5xx: retried unless
+/// `server_errors(false)`), `RESOURCE_EXHAUSTED` as 429 only with a
+/// pushback; every other code is final. The pushback, read as
+/// `Retry-After`, is `grpc-retry-pushback-ms` or, without it, the delay of
+/// a `google.rpc.RetryInfo` in the status details; a pushback that is
+/// negative or not a number makes the answer final (gRFC A6). The request message is
 /// buffered (up to 4 MiB) so that it can be sent again. The response's
 /// extensions carry an [`Idempotency`].
 #[derive(Clone, Debug)]
@@ -216,6 +220,23 @@ where
     }
 }
 
+/// The delay of a `google.rpc.RetryInfo` in a trailers-only answer's
+/// `grpc-status-details-bin` (base64, padded or not); nothing if that is
+/// missing or not valid.
+fn retry_info(code: Code, headers: &http::HeaderMap) -> Option<Duration> {
+    use base64::Engine as _;
+    const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_encode_padding(false)
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    let details = BASE64
+        .decode(headers.get("grpc-status-details-bin")?.as_bytes())
+        .ok()?;
+    idem_tonic::retry_delay(&tonic::Status::with_details(code, "", details.into()))
+}
+
 /// A call's outcome as the policy reads it: its code (from a trailers-only
 /// answer's headers) as an HTTP status, with its pushback.
 fn attempt_of(result: &Result<Response<Body>, BoxError>) -> Attempt {
@@ -228,11 +249,21 @@ fn attempt_of(result: &Result<Response<Body>, BoxError>) -> Attempt {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<i32>().ok())
         .map_or(Code::Ok, Code::from);
-    let pushback = headers
-        .get("grpc-retry-pushback-ms")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_millis);
+    let pushback = match headers.get("grpc-retry-pushback-ms") {
+        // gRFC A6: a pushback that is negative or not a number asks the
+        // client not to retry at all.
+        Some(v) => match v.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
+            Some(ms) => Some(Duration::from_millis(ms)),
+            None => {
+                return Attempt::Answer {
+                    status: 400,
+                    retry_after: None,
+                }
+            }
+        },
+        // A server that sends only a `google.rpc.RetryInfo`.
+        None => retry_info(code, headers),
+    };
     let status = match code {
         Code::Aborted => 409,
         Code::Unavailable => 503,
