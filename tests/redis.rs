@@ -11,6 +11,16 @@ pub fn redis_url() -> String {
     std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
 
+/// A plain connection to the Redis at `url`, for a test's own commands
+/// (reading what a store wrote, counting commands, killing clients).
+pub async fn redis_connection(url: &str) -> ::redis::aio::MultiplexedConnection {
+    ::redis::Client::open(url)
+        .expect("a valid Redis URL")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("a connection to the test's Redis")
+}
+
 /// The Redis Cluster nodes the tests use (`IDEM_TEST_REDIS_CLUSTER`, comma
 /// separated; default the three nodes `scripts/services.sh` starts).
 pub fn redis_cluster_nodes() -> Vec<String> {

@@ -261,11 +261,7 @@ async fn claimed_on_redis(account: &str, key: &str) {
         &idem_core::IdempotencyKey::parse(key).expect("key"),
     );
     let record = format!("payments:idem:{{{}}}", id.to_hex());
-    let client = redis::Client::open(redis_url()).expect("redis url");
-    let mut c = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis");
+    let mut c = idem_tests::redis_connection(&redis_url()).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let found: bool = redis::AsyncCommands::exists(&mut c, &record)

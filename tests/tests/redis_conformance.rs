@@ -56,11 +56,7 @@ async fn cached_store() -> RedisStore {
     // The first begin subscribes.
     let warm_up = idem_tests::call("conformance", "warm-up");
     idem_tests::claim(&store, &warm_up, Duration::from_secs(1)).await;
-    let mut con = redis::Client::open(redis_url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection");
+    let mut con = idem_tests::redis_connection(&redis_url()).await;
     for _ in 0..200 {
         let subscribed: (String, u64) = redis::cmd("PUBSUB")
             .arg("NUMSUB")

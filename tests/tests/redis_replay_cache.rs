@@ -13,7 +13,7 @@ use idem_core::{
     Call, Engine, Error, Fingerprint, IdempotencyKey, Never, Policy, Ran, Removal, Store,
 };
 use idem_redis::RedisStore;
-use idem_tests::{unique_prefix, PrivateRedis};
+use idem_tests::{redis_connection, unique_prefix, PrivateRedis};
 
 /// One instance of a payments service: its engine on a store with the
 /// cache, and the debits its operation made.
@@ -55,14 +55,6 @@ fn payment(key: &str, amount: u64) -> Call {
     )
 }
 
-async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection")
-}
-
 /// The script calls the server has answered.
 async fn script_calls(con: &mut redis::aio::MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
@@ -99,6 +91,21 @@ async fn until_cached(
     }
 }
 
+/// An operator removes `call`'s record through another instance.
+async fn remove_elsewhere(url: &str, prefix: &str, call: &Call) {
+    let elsewhere = RedisStore::connect(url)
+        .await
+        .expect("private redis")
+        .with_prefix(prefix);
+    assert_eq!(
+        elsewhere
+            .remove(call.record_id(), false)
+            .await
+            .expect("remove"),
+        Removal::Removed
+    );
+}
+
 /// Retries `call` until it runs again; panics after 2 s. Returns how long
 /// that took.
 async fn until_run_again(instance: &Instance, call: &Call) -> Duration {
@@ -120,7 +127,7 @@ async fn until_run_again(instance: &Instance, call: &Call) -> Duration {
 #[tokio::test]
 async fn retries_of_a_finished_payment_cost_redis_nothing() {
     let server = PrivateRedis::start(false);
-    let mut con = raw(&server.url()).await;
+    let mut con = redis_connection(&server.url()).await;
     let instance = Instance::start(&server.url(), &unique_prefix("cache"), Policy::default()).await;
     let call = payment("pay-1", 500);
 
@@ -147,25 +154,14 @@ async fn retries_of_a_finished_payment_cost_redis_nothing() {
 #[tokio::test]
 async fn a_payment_removed_on_another_instance_runs_again_here() {
     let server = PrivateRedis::start(false);
-    let mut con = raw(&server.url()).await;
+    let mut con = redis_connection(&server.url()).await;
     let prefix = unique_prefix("cache");
     let here = Instance::start(&server.url(), &prefix, Policy::default()).await;
     let call = payment("pay-2", 500);
     here.pay(&call).await.expect("first");
     until_cached(&here, &call, &mut con).await;
 
-    // An operator removes the record through another instance.
-    let elsewhere = RedisStore::connect(&server.url())
-        .await
-        .expect("private redis")
-        .with_prefix(&prefix);
-    assert_eq!(
-        elsewhere
-            .remove(call.record_id(), false)
-            .await
-            .expect("remove"),
-        Removal::Removed
-    );
+    remove_elsewhere(&server.url(), &prefix, &call).await;
     let took = until_run_again(&here, &call).await;
     println!("the other instance's removal was seen here after {took:?}");
     assert_eq!(here.debits.load(Ordering::SeqCst), 2);
@@ -174,7 +170,7 @@ async fn a_payment_removed_on_another_instance_runs_again_here() {
 #[tokio::test]
 async fn a_retry_after_the_records_ttl_runs_again() {
     let server = PrivateRedis::start(false);
-    let mut con = raw(&server.url()).await;
+    let mut con = redis_connection(&server.url()).await;
     let ttl = Duration::from_millis(400);
     let instance = Instance::start(
         &server.url(),
@@ -196,7 +192,7 @@ async fn a_retry_after_the_records_ttl_runs_again() {
 #[tokio::test]
 async fn a_removal_made_while_this_instance_was_not_listening_is_not_missed() {
     let server = PrivateRedis::start(false);
-    let mut con = raw(&server.url()).await;
+    let mut con = redis_connection(&server.url()).await;
     let prefix = unique_prefix("cache");
     let here = Instance::start(&server.url(), &prefix, Policy::default()).await;
     let call = payment("pay-4", 500);
@@ -213,17 +209,7 @@ async fn a_removal_made_while_this_instance_was_not_listening_is_not_missed() {
         .await
         .expect("CLIENT KILL");
     assert_eq!(killed, 1, "this instance's subscription");
-    let elsewhere = RedisStore::connect(&server.url())
-        .await
-        .expect("private redis")
-        .with_prefix(&prefix);
-    assert_eq!(
-        elsewhere
-            .remove(call.record_id(), false)
-            .await
-            .expect("remove"),
-        Removal::Removed
-    );
+    remove_elsewhere(&server.url(), &prefix, &call).await;
     let took = until_run_again(&here, &call).await;
     println!("the removal was seen here after {took:?}");
     assert_eq!(here.debits.load(Ordering::SeqCst), 2);

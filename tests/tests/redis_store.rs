@@ -7,18 +7,10 @@ use std::time::Duration;
 
 use idem_core::{Call, Engine, Error, Never, Outcome, Policy, Ran, Store};
 use idem_redis::RedisStore;
-use idem_tests::{redis_url, unique_prefix, PrivateRedis};
+use idem_tests::{redis_connection, redis_url, unique_prefix, PrivateRedis};
 
 fn call(key: &str) -> Call {
     idem_tests::call("redis-tests", key)
-}
-
-async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection")
 }
 
 #[tokio::test]
@@ -32,7 +24,7 @@ async fn memory_per_record_with_a_200_byte_response() {
         .complete(c.record_id(), &lease, &outcome, Duration::from_secs(3600))
         .await
         .expect("complete");
-    let mut con = raw(&redis_url()).await;
+    let mut con = redis_connection(&redis_url()).await;
     let usage: u64 = redis::cmd("MEMORY")
         .arg("USAGE")
         .arg(store.key(c.record_id()))
@@ -111,7 +103,7 @@ async fn commands_per_request() {
         .await
         .expect("private redis");
     let engine = Engine::new(store.clone());
-    let mut con = raw(&server.url()).await;
+    let mut con = redis_connection(&server.url()).await;
     // Load the scripts once (a fresh server answers NOSCRIPT first).
     engine
         .run(&call("warm-up"), |_| async { Ok::<_, Never>(0) })

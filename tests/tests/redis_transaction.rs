@@ -21,11 +21,7 @@ async fn store() -> (RedisStore, String) {
 }
 
 async fn raw() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection")
+    idem_tests::redis_connection(&redis_url()).await
 }
 
 async fn get(key: &str) -> Option<String> {

@@ -231,6 +231,13 @@ mod tests {
         cache
     }
 
+    /// Keeps record `n` (fingerprint `n`) as a reply read from Redis with
+    /// nothing published about it since.
+    fn keep(cache: &ReplayCache, n: u8, outcome: &Outcome, expires: Instant) {
+        let ticket = cache.ticket(&id(n)).expect("subscribed");
+        cache.fill(&id(n), ticket, &fp(n), outcome, expires);
+    }
+
     fn replayed(answer: Option<Begin>) -> Option<Vec<u8>> {
         match answer {
             Some(Begin::Replay(outcome)) => Some(outcome.as_bytes().to_vec()),
@@ -241,14 +248,7 @@ mod tests {
     #[test]
     fn a_kept_record_answers_its_replay_and_a_mismatch_for_another_input() {
         let cache = live();
-        let ticket = cache.ticket(&id(1)).expect("subscribed");
-        cache.fill(
-            &id(1),
-            ticket,
-            &fp(1),
-            &Outcome::new(b"paid".to_vec()),
-            later(),
-        );
+        keep(&cache, 1, &Outcome::new(b"paid".to_vec()), later());
         assert_eq!(
             replayed(cache.answer(&id(1), &fp(1))).as_deref(),
             Some(&b"paid"[..])
@@ -280,14 +280,7 @@ mod tests {
     #[test]
     fn a_removal_forgets_the_record() {
         let cache = live();
-        let ticket = cache.ticket(&id(1)).expect("subscribed");
-        cache.fill(
-            &id(1),
-            ticket,
-            &fp(1),
-            &Outcome::new(b"paid".to_vec()),
-            later(),
-        );
+        keep(&cache, 1, &Outcome::new(b"paid".to_vec()), later());
         cache.changed(&id(1));
         assert!(cache.answer(&id(1), &fp(1)).is_none());
     }
@@ -322,21 +315,12 @@ mod tests {
     #[test]
     fn an_entry_lives_no_longer_than_its_record_nor_max_age() {
         let cache = live();
-        let ticket = cache.ticket(&id(1)).expect("subscribed");
-        let now = Instant::now();
-        cache.fill(&id(1), ticket, &fp(1), &Outcome::new(b"paid".to_vec()), now);
+        keep(&cache, 1, &Outcome::new(b"paid".to_vec()), Instant::now());
         assert!(cache.answer(&id(1), &fp(1)).is_none(), "the record expired");
 
         let short = ReplayCache::new(1 << 20, Duration::ZERO);
         short.subscribed();
-        let ticket = short.ticket(&id(1)).expect("subscribed");
-        short.fill(
-            &id(1),
-            ticket,
-            &fp(1),
-            &Outcome::new(b"paid".to_vec()),
-            later(),
-        );
+        keep(&short, 1, &Outcome::new(b"paid".to_vec()), later());
         assert!(short.answer(&id(1), &fp(1)).is_none(), "older than max_age");
     }
 
@@ -345,14 +329,7 @@ mod tests {
         let cache = ReplayCache::new(64 * 1024, Duration::from_secs(60));
         cache.subscribed();
         for n in 0..=255u8 {
-            let ticket = cache.ticket(&id(n)).expect("subscribed");
-            cache.fill(
-                &id(n),
-                ticket,
-                &fp(n),
-                &Outcome::new(vec![n; 1024]),
-                later(),
-            );
+            keep(&cache, n, &Outcome::new(vec![n; 1024]), later());
         }
         let kept = (0..=255u8)
             .filter(|n| cache.answer(&id(*n), &fp(*n)).is_some())
