@@ -21,6 +21,32 @@ pub async fn redis_connection(url: &str) -> ::redis::aio::MultiplexedConnection 
         .expect("a connection to the test's Redis")
 }
 
+/// `INFO commandstats` as (command, calls), without the `INFO` and
+/// `CONFIG` the tests send themselves.
+pub async fn redis_command_calls(
+    con: &mut ::redis::aio::MultiplexedConnection,
+) -> std::collections::BTreeMap<String, u64> {
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await
+        .expect("INFO");
+    info.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
+        .collect()
+}
+
 /// The Redis Cluster nodes the tests use (`IDEM_TEST_REDIS_CLUSTER`, comma
 /// separated; default the three nodes `scripts/services.sh` starts).
 pub fn redis_cluster_nodes() -> Vec<String> {

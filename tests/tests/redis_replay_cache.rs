@@ -13,7 +13,7 @@ use idem_core::{
     Call, Engine, Error, Fingerprint, IdempotencyKey, Never, Policy, Ran, Removal, Store,
 };
 use idem_redis::RedisStore;
-use idem_tests::{redis_connection, unique_prefix, PrivateRedis};
+use idem_tests::{redis_command_calls, redis_connection, unique_prefix, PrivateRedis};
 
 /// One instance of a payments service: its engine on a store with the
 /// cache, and the debits its operation made.
@@ -57,15 +57,8 @@ fn payment(key: &str, amount: u64) -> Call {
 
 /// The script calls the server has answered.
 async fn script_calls(con: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(con)
-        .await
-        .expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
+    let calls = redis_command_calls(con).await;
+    calls.get("evalsha").copied().unwrap_or(0)
 }
 
 /// Retries `call` until a retry is answered without a script call (the

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use idem_core::{Call, Engine, Error, Never, Outcome, Policy, Ran, Store};
 use idem_redis::RedisStore;
-use idem_tests::{redis_connection, redis_url, unique_prefix, PrivateRedis};
+use idem_tests::{redis_command_calls, redis_connection, redis_url, unique_prefix, PrivateRedis};
 
 fn call(key: &str) -> Call {
     idem_tests::call("redis-tests", key)
@@ -46,31 +46,6 @@ async fn memory_per_record_with_a_200_byte_response() {
     );
 }
 
-/// `INFO commandstats` as (command, calls).
-async fn command_calls(
-    con: &mut redis::aio::MultiplexedConnection,
-) -> std::collections::BTreeMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(con)
-        .await
-        .expect("INFO");
-    info.lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            let calls = rest
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
-        .collect()
-}
-
 /// The commands the scripts run on the server; `INFO commandstats` counts
 /// them beside the client's own `EVALSHA`s.
 const SCRIPT_COMMANDS: [&str; 6] = ["time", "get", "set", "pttl", "pexpire", "publish"];
@@ -79,7 +54,7 @@ const SCRIPT_COMMANDS: [&str; 6] = ["time", "get", "set", "pttl", "pexpire", "pu
 /// less those the scripts ran on the server (each at most once per script
 /// call).
 async fn client_commands(con: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let calls = command_calls(con).await;
+    let calls = redis_command_calls(con).await;
     let evalsha = calls.get("evalsha").copied().unwrap_or(0);
     for name in SCRIPT_COMMANDS.iter().filter(|n| **n != "set") {
         assert!(

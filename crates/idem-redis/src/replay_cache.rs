@@ -238,6 +238,17 @@ mod tests {
         cache.fill(&id(n), ticket, &fp(n), outcome, expires);
     }
 
+    /// Fills record 1 with a reply read when `ticket` was taken.
+    fn fill_paid(cache: &ReplayCache, ticket: Ticket) {
+        cache.fill(
+            &id(1),
+            ticket,
+            &fp(1),
+            &Outcome::new(b"paid".to_vec()),
+            later(),
+        );
+    }
+
     fn replayed(answer: Option<Begin>) -> Option<Vec<u8>> {
         match answer {
             Some(Begin::Replay(outcome)) => Some(outcome.as_bytes().to_vec()),
@@ -267,13 +278,7 @@ mod tests {
         // The script read the completed record; another instance removed it
         // and its message arrived before this reply was handled.
         cache.changed(&id(1));
-        cache.fill(
-            &id(1),
-            ticket,
-            &fp(1),
-            &Outcome::new(b"paid".to_vec()),
-            later(),
-        );
+        fill_paid(&cache, ticket);
         assert!(cache.answer(&id(1), &fp(1)).is_none());
     }
 
@@ -291,23 +296,11 @@ mod tests {
         assert!(cache.ticket(&id(1)).is_none(), "never subscribed");
         cache.subscribed();
         let ticket = cache.ticket(&id(1)).expect("subscribed");
-        cache.fill(
-            &id(1),
-            ticket,
-            &fp(1),
-            &Outcome::new(b"paid".to_vec()),
-            later(),
-        );
+        fill_paid(&cache, ticket);
         cache.unsubscribed();
         assert!(cache.answer(&id(1), &fp(1)).is_none(), "emptied");
         // A reply sent before the loss and handled after it is not kept.
-        cache.fill(
-            &id(1),
-            ticket,
-            &fp(1),
-            &Outcome::new(b"paid".to_vec()),
-            later(),
-        );
+        fill_paid(&cache, ticket);
         cache.subscribed();
         assert!(cache.answer(&id(1), &fp(1)).is_none());
     }
