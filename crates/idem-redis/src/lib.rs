@@ -347,7 +347,7 @@ impl RedisStore {
     /// - **Records removed behind the store's back** (`DEL`, `FLUSHDB`, an
     ///   eviction under `maxmemory`) publish nothing: an instance may replay
     ///   them for up to `max_age`. Remove records with
-    ///   [`Store::remove`](idem_core::Store::remove) (or the admin routes).
+    ///   [`Store::remove`] (or the admin routes).
     ///
     /// A claim, a duplicate in flight and a first request are never answered
     /// from the cache: only completed records are kept, filled from Redis's
