@@ -1,5 +1,7 @@
 //! Two `payments` instances sharing one Redis: records and balances in Redis,
-//! 64 concurrent duplicates spread over both instances debit once.
+//! 64 concurrent duplicates spread over both instances debit once; with
+//! replay caches too, and their retries answer the bytes Redis's replay
+//! answers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,11 +12,16 @@ use idem_examples::payments::{router, Account, App, RedisLedger};
 use idem_redis::RedisStore;
 use idem_tests::{redis_url, serve, unique_prefix};
 
-async fn instance(prefix: &str, delay: Duration) -> String {
+async fn instance(prefix: &str, delay: Duration, replay_cache: bool) -> String {
     let store = RedisStore::connect(&redis_url())
         .await
         .expect("redis")
         .with_prefix(&format!("{prefix}idem:"));
+    let store = if replay_cache {
+        store.with_replay_cache(1 << 20, Duration::from_secs(60))
+    } else {
+        store
+    };
     let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
         .await
         .expect("redis ledger");
@@ -41,8 +48,74 @@ async fn debit(c: &reqwest::Client, url: &str) -> reqwest::Response {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_sharing_redis_debit_once_under_64_duplicates() {
     let prefix = unique_prefix("payments");
-    let a = instance(&prefix, Duration::from_millis(300)).await;
-    let b = instance(&prefix, Duration::from_millis(300)).await;
+    let a = instance(&prefix, Duration::from_millis(300), false).await;
+    let b = instance(&prefix, Duration::from_millis(300), false).await;
+    sixty_four_duplicates_debit_once(&a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_replay_caches_retries_answer_redis_s_bytes_and_debit_once() {
+    let prefix = unique_prefix("payments");
+    let a = instance(&prefix, Duration::from_millis(300), true).await;
+    let b = instance(&prefix, Duration::from_millis(300), true).await;
+    sixty_four_duplicates_debit_once(&a, &b).await;
+    // Each instance's first retry here is answered by Redis (or by its
+    // cache, if an earlier one filled it); the later ones by its cache,
+    // once its wake channel is subscribed. Every answer is the same bytes
+    // on the wire, but for its `date`.
+    for url in [&a, &b] {
+        let first = raw_retry(url).await;
+        assert!(first.starts_with("HTTP/1.1 201 Created\r\n"), "{first}");
+        assert!(
+            first.contains("\r\nidempotent-replayed: true\r\n"),
+            "{first}"
+        );
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert_eq!(raw_retry(url).await, first);
+        }
+    }
+    let c = reqwest::Client::new();
+    for url in [&a, &b] {
+        let account: Account = c
+            .get(format!("{url}/accounts/zoe"))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(account.balance, 9_000);
+    }
+}
+
+/// The debit's retry over a plain HTTP/1.1 connection: the answer's bytes,
+/// without its `date` line.
+async fn raw_retry(url: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr = url.strip_prefix("http://").expect("an http:// URL");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let body = r#"{"amount":1000}"#;
+    let request = format!(
+        "POST /accounts/zoe/debits HTTP/1.1\r\nhost: {addr}\r\nidempotency-key: shared-64\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("read");
+    String::from_utf8(answer)
+        .expect("a UTF-8 answer")
+        .split("\r\n")
+        .filter(|line| !line.to_ascii_lowercase().starts_with("date:"))
+        .collect::<Vec<_>>()
+        .join("\r\n")
+}
+
+/// 64 concurrent duplicates, half on each instance: one runs, the others
+/// replay or are told it is in flight; each instance then replays the one
+/// receipt and both see one debit.
+async fn sixty_four_duplicates_debit_once(a: &str, b: &str) {
+    let (a, b) = (a.to_owned(), b.to_owned());
     let c = reqwest::Client::new();
     let start = Arc::new(tokio::sync::Barrier::new(64));
     let mut tasks = Vec::new();
