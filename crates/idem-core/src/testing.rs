@@ -73,6 +73,7 @@ macro_rules! __idem_conformance_checks {
             inspect_shows_the_record,
             remove_refuses_a_claim_unless_forced,
             remove_of_a_completion_lets_the_key_run_again,
+            replays_repeat_until_the_record_is_removed,
         }
     };
 }
@@ -130,7 +131,7 @@ pub mod checks {
     };
     pub use super::operations::{
         inspect_shows_the_record, remove_of_a_completion_lets_the_key_run_again,
-        remove_refuses_a_claim_unless_forced,
+        remove_refuses_a_claim_unless_forced, replays_repeat_until_the_record_is_removed,
     };
 
     use super::support::{acquire, expect_lease_lost, race, LONG, TTL};

@@ -97,3 +97,34 @@ pub async fn remove_of_a_completion_lets_the_key_run_again(store: Arc<dyn Store>
     let again = acquire(&*store, &id, 2, LONG).await;
     assert!(again.token > first.token, "tokens keep growing");
 }
+
+/// A completed record answers the same replay, and a mismatch for another
+/// fingerprint, however often and however late it is asked (a store may
+/// answer later ones from a cache); a removal ends it at once for the store
+/// that made it: the next begin acquires.
+pub async fn replays_repeat_until_the_record_is_removed(store: Arc<dyn Store>) {
+    let id = fresh_id("repeat");
+    let first = acquire(&*store, &id, 1, LONG).await;
+    let outcome = Outcome::new(b"receipt".to_vec());
+    store
+        .complete(&id, &first, &outcome, TTL)
+        .await
+        .expect("complete");
+    for round in 0..5 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        match store.begin(&id, &fp(1), LONG).await {
+            Ok(Begin::Replay(got)) => assert!(got == outcome, "round {round}: another outcome"),
+            other => panic!("round {round}: a completed record must replay, got {other:?}"),
+        }
+        match store.begin(&id, &fp(2), LONG).await {
+            Ok(Begin::Mismatch) => {}
+            other => panic!("round {round}: another fingerprint must be a mismatch, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        store.remove(&id, false).await.expect("remove"),
+        Removal::Removed
+    );
+    let again = acquire(&*store, &id, 2, LONG).await;
+    assert!(again.token > first.token, "tokens keep growing");
+}
