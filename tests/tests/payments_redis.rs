@@ -77,16 +77,21 @@ async fn with_replay_caches_retries_answer_redis_s_bytes_and_debit_once() {
     }
     let c = reqwest::Client::new();
     for url in [&a, &b] {
-        let account: Account = c
-            .get(format!("{url}/accounts/zoe"))
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
-        assert_eq!(account.balance, 9_000);
+        assert_eq!(balance(&c, url).await, 9_000);
     }
+}
+
+/// Zoe's balance as the instance at `url` answers it.
+async fn balance(c: &reqwest::Client, url: &str) -> u64 {
+    let account: Account = c
+        .get(format!("{url}/accounts/zoe"))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    account.balance
 }
 
 /// The debit's retry over a plain HTTP/1.1 connection: the answer's bytes,
@@ -155,14 +160,6 @@ async fn sixty_four_duplicates_debit_once(a: &str, b: &str) {
         let r = debit(&c, url).await;
         assert_eq!(r.status(), StatusCode::CREATED);
         assert_eq!(r.bytes().await.expect("body"), originals[0]);
-        let account: Account = c
-            .get(format!("{url}/accounts/zoe"))
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
-        assert_eq!(account.balance, 9_000);
+        assert_eq!(balance(&c, url).await, 9_000);
     }
 }
