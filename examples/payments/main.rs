@@ -106,6 +106,7 @@ async fn serve_metrics(addr: &str, header_timeout: Duration) -> Result<(), Strin
 }
 
 #[cfg(not(feature = "metrics"))]
+#[allow(clippy::unused_async)] // the signature of the metrics build's
 async fn serve_metrics(_: &str, _: Duration) -> Result<(), String> {
     Err(
         "METRICS_ADDR needs the metrics feature: cargo run --example payments --features metrics"
