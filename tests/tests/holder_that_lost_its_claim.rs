@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{header, StatusCode};
-use idem_core::{Engine, IdempotencyKey, MemoryStore, Policy, RecordId, Removal, Scope, Store};
+use idem_core::{
+    Engine, IdempotencyKey, MemoryStore, Policy, RecordId, RecordInfo, RecordInfoState, Removal,
+    Scope, Store,
+};
 use idem_examples::payments::{router, Account, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
 use idem_examples::provider::{provider_router, Charges, Provider, ProviderClient};
 use idem_tests::{pg_store, redis_url, serve, unique_prefix, RenewalsFail};
@@ -78,9 +81,20 @@ async fn balance(url: &str) -> u64 {
 /// instance, which takes the claim over and debits; the holder resumes.
 async fn holder_stalls_past_its_lease(stalling: String, other: String) {
     let first = tokio::spawn(async move { debit(&stalling, "stall-1").await });
-    // The lease ends at 300 ms and is not renewed; the retry comes after.
+    // The lease ends 300 ms after the claim and is not renewed; the retry
+    // comes after. The claim itself comes some time after the request is
+    // sent (longer on a loaded machine, or through a pooler), and until its
+    // lease ends a retry is rightly told the debit is in flight (409): it
+    // retries then, as a client would, while the holder is still stalled.
     tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
-    let retry = debit(&other, "stall-1").await;
+    let stalled_until = tokio::time::Instant::now() + PROVIDER - LEASE;
+    let retry = loop {
+        let retry = debit(&other, "stall-1").await;
+        if retry.status() != StatusCode::CONFLICT || tokio::time::Instant::now() > stalled_until {
+            break retry;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
     assert_eq!(retry.status(), StatusCode::CREATED, "the takeover debits");
     let late = first.await.expect("first request");
     assert_eq!(
@@ -113,7 +127,22 @@ async fn record_force_removed_mid_debit(store: Arc<dyn Store>, url: String) {
     );
     let u = url.clone();
     let first = tokio::spawn(async move { debit(&u, "forced-1").await });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Removed once its debit holds the claim (the provider call takes
+    // 800 ms after it).
+    let claimed_by = tokio::time::Instant::now() + Duration::from_secs(2);
+    while !matches!(
+        store.inspect(&id).await.expect("inspect"),
+        Some(RecordInfo {
+            state: RecordInfoState::InFlight { .. },
+            ..
+        })
+    ) {
+        assert!(
+            tokio::time::Instant::now() < claimed_by,
+            "the debit never took its claim"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(
         store.remove(&id, true).await.expect("remove"),
         Removal::Removed
