@@ -39,6 +39,26 @@ impl<K> Digest<K> {
         s
     }
 
+    /// The digest spelled as 64 hex characters (as [`to_hex`](Self::to_hex)
+    /// writes them; either case), or `None` for anything else.
+    pub fn from_hex(hex: &str) -> Option<Self> {
+        let hex = hex.as_bytes();
+        if hex.len() != 64 {
+            return None;
+        }
+        let digit = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        };
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+            *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+        }
+        Some(Self::from_bytes(bytes))
+    }
+
     /// Appends the 64 lowercase hex characters to `out`.
     pub fn push_hex(&self, out: &mut String) {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -120,4 +140,28 @@ impl Sink for Vec<u8> {
 pub(crate) fn put_field(h: &mut impl Sink, bytes: &[u8]) {
     h.put(&(bytes.len() as u64).to_be_bytes());
     h.put(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{IdempotencyKey, RecordId, Scope};
+
+    #[test]
+    fn a_digest_reads_back_from_its_hex_and_nothing_else_does() {
+        let id = RecordId::new(
+            &Scope::new("alice"),
+            &IdempotencyKey::parse("k-1").expect("key"),
+        );
+        let hex = id.to_hex();
+        assert_eq!(RecordId::from_hex(&hex), Some(id));
+        assert_eq!(RecordId::from_hex(&hex.to_uppercase()), Some(id));
+        assert_eq!(RecordId::from_hex(&hex[..62]), None, "too short");
+        assert_eq!(RecordId::from_hex(&format!("{hex}00")), None, "too long");
+        assert_eq!(
+            RecordId::from_hex(&format!("+f{}", &hex[2..])),
+            None,
+            "a sign"
+        );
+        assert_eq!(RecordId::from_hex(&"g".repeat(64)), None, "not hex");
+    }
 }

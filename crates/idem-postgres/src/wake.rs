@@ -73,7 +73,9 @@ impl Wakes {
     /// Reads the record once, off the listening task, and wakes its waiters
     /// with what was read.
     fn wake(&self, hex: &str, pool: &PgPool, sql: &Arc<Sql>) {
-        let Some(id) = parse_id(hex) else { return };
+        let Some(id) = RecordId::from_hex(hex) else {
+            return;
+        };
         let Some(slot) = self.waiters.take(&id) else {
             return;
         };
@@ -82,17 +84,4 @@ impl Wakes {
             slot.wake(calls::inspect(&pool, &sql, &id).await.ok().flatten());
         });
     }
-}
-
-fn parse_id(hex: &str) -> Option<RecordId> {
-    let bytes = hex.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let mut id = [0u8; 32];
-    for (i, pair) in bytes.chunks(2).enumerate() {
-        let s = std::str::from_utf8(pair).ok()?;
-        id[i] = u8::from_str_radix(s, 16).ok()?;
-    }
-    Some(RecordId::from_bytes(id))
 }

@@ -498,6 +498,11 @@ impl RedisStore {
         key
     }
 
+    /// The replay cache, if the store has one ([`with_replay_cache`](Self::with_replay_cache)).
+    fn replay_cache(&self) -> Option<&ReplayCache> {
+        self.wakes.as_ref()?.cache.as_ref()
+    }
+
     async fn fenced(
         &self,
         what: &'static str,
@@ -552,11 +557,11 @@ impl Store for RedisStore {
         fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Begin, StoreError> {
-        let cache = self.wakes.as_ref().and_then(|w| {
-            let cache = w.cache.as_ref()?;
-            w.start(&self.channel);
-            Some(cache)
-        });
+        let cache = self.replay_cache();
+        if let (Some(_), Some(wakes)) = (cache, &self.wakes) {
+            // The cache is used only while the wake channel is subscribed.
+            wakes.start(&self.channel);
+        }
         if let Some(answer) = cache.and_then(|c| c.answer(id, fingerprint)) {
             return Ok(answer);
         }
@@ -721,9 +726,7 @@ impl Store for RedisStore {
             )
             .await?;
         let removal = operations::removed(&reply)?;
-        if let (Removal::Removed, Some(cache)) =
-            (&removal, self.wakes.as_ref().and_then(|w| w.cache.as_ref()))
-        {
+        if let (Removal::Removed, Some(cache)) = (&removal, self.replay_cache()) {
             cache.changed(id);
         }
         Ok(removal)

@@ -110,20 +110,7 @@ impl Wakes {
 
 /// The record id in a record's key, `<prefix>{<64 hex digits>}`.
 fn id_in_key(key: &str) -> Option<RecordId> {
-    let hex = key.strip_suffix('}')?.rsplit_once('{')?.1.as_bytes();
-    if hex.len() != 64 {
-        return None;
-    }
-    let digit = |c: u8| {
-        char::from(c)
-            .to_digit(16)
-            .and_then(|d| u8::try_from(d).ok())
-    };
-    let mut bytes = [0u8; 32];
-    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
-        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
-    }
-    Some(RecordId::from_bytes(bytes))
+    RecordId::from_hex(key.strip_suffix('}')?.rsplit_once('{')?.1)
 }
 
 #[cfg(test)]
