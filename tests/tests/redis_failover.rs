@@ -96,12 +96,28 @@ async fn failover_story(durable: bool) -> Tally {
         instance(&topology, durable).await,
     ]);
     load.before_the_lag().await;
+    // "Replicated as usual": Redis replicates asynchronously, and on a busy
+    // machine the last of the twenty may not have reached the replicas yet.
+    let primary = topology.primary().expect("a primary");
+    replicated(primary, 2);
     topology.hold_replication(true);
     load.during_the_lag(durable).await;
     let old = topology.kill_primary();
     topology.wait_for_promotion(old);
     load.after_the_failover().await;
     load.tally()
+}
+
+/// Waits until the primary on `port` knows `replicas` replicas have all it
+/// wrote (`WAIT`); panics after about 4 s.
+fn replicated(port: u16, replicas: u32) {
+    let all = format!(":{replicas}");
+    for _ in 0..10 {
+        if ask(port, &format!("WAIT {replicas} 400")).is_some_and(|r| r.trim() == all) {
+            return;
+        }
+    }
+    panic!("the primary on {port} did not reach {replicas} replicas within 4 s");
 }
 
 /// Forty operations (`debit-0` to `debit-39`) on two instances, their
@@ -285,6 +301,9 @@ async fn cluster_failover_story(durable: bool) -> (Tally, usize) {
         |s: RedisStore| Engine::new(s).with_policy(Policy::default().lease(Duration::from_secs(5)));
     let mut load = Load::new([engine(stores[0].clone()), engine(stores[1].clone())]);
     load.before_the_lag().await;
+    for shard in 0..3 {
+        replicated(cluster.primary_port(shard), 1);
+    }
     cluster.hold_replication(true);
     load.during_the_lag(durable).await;
     // Which of the twenty live on the primary about to die.
