@@ -44,6 +44,10 @@ pub enum WhenFull {
     Refuse,
 }
 
+/// The most records one hold of a shard's lock purges (some tens of
+/// microseconds), so that a purge delays no request for longer.
+const PURGE_BATCH: usize = 1024;
+
 struct Inner {
     shards: Box<[Mutex<Shard>]>,
     len: AtomicUsize,
@@ -62,7 +66,9 @@ struct Inner {
 /// - **Sharded**: records are spread over independently locked maps, so
 ///   unrelated keys do not contend.
 /// - **Expiring**: a record that is no longer live is dropped when it is next
-///   touched, and by a periodic purge ([`MemoryStoreBuilder::purge_interval`]).
+///   touched, and by a periodic purge ([`MemoryStoreBuilder::purge_interval`])
+///   that costs what expired, not what the store holds, and holds a shard's
+///   lock for at most 1 024 records at a time.
 /// - **Bounded in bytes** ([`max_bytes`](MemoryStoreBuilder::max_bytes),
 ///   default 256 MiB), counting each record's outcome (a recorded response)
 ///   and an estimate of its overhead. At the bound it evicts completed
@@ -193,7 +199,19 @@ async fn purge_loop(inner: Weak<Inner>, every: Duration) {
     loop {
         tick.tick().await;
         let Some(inner) = inner.upgrade() else { return };
-        let purged = inner.purge_expired();
+        let now = inner.clock.now_micros();
+        let mut purged = 0;
+        for shard in 0..inner.shards.len() {
+            loop {
+                let (count, more) = inner.purge_batch(shard, now);
+                purged += count;
+                if !more {
+                    break;
+                }
+                // The worker's other tasks run between batches.
+                tokio::task::yield_now().await;
+            }
+        }
         if purged > 0 {
             tracing::debug!(target: "idem", purged, "memory store purged expired records");
         }
@@ -231,13 +249,26 @@ impl Inner {
     fn purge_expired(&self) -> usize {
         let now = self.clock.now_micros();
         let mut purged = 0;
-        for shard in &*self.shards {
-            let (count, bytes) = lock(shard).purge(now);
-            purged += count;
-            self.bytes.fetch_sub(bytes, Ordering::SeqCst);
+        for shard in 0..self.shards.len() {
+            loop {
+                let (count, more) = self.purge_batch(shard, now);
+                purged += count;
+                if !more {
+                    break;
+                }
+            }
         }
-        self.len.fetch_sub(purged, Ordering::SeqCst);
         purged
+    }
+
+    /// Drops up to [`PURGE_BATCH`] records of `shard` that are no longer
+    /// live at `now`, under one hold of its lock; how many, and whether
+    /// more may be left.
+    fn purge_batch(&self, shard: usize, now: u64) -> (usize, bool) {
+        let gone = lock(&self.shards[shard]).purge(now, PURGE_BATCH);
+        self.bytes.fetch_sub(gone.bytes, Ordering::SeqCst);
+        self.len.fetch_sub(gone.count, Ordering::SeqCst);
+        (gone.count, gone.more)
     }
 
     /// Applies one event atomically under the record's shard lock. Returns

@@ -1,8 +1,9 @@
 //! One shard of the memory store: its records, the completed ones in the
-//! order they expire (what eviction takes first), and what they weigh.
+//! order they expire (what eviction and the purge take first), the ones in
+//! flight, and what they weigh.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use std::sync::Arc;
 
@@ -15,16 +16,21 @@ use super::id_hashing::IdHashing;
 
 /// What one record weighs beyond its outcome's bytes: its address, the
 /// record itself and its slot in the map, plus its entry in the expiry index
-/// once completed. An estimate of the heap it holds, not a measurement.
+/// once completed, or in the set of records in flight before. An estimate of
+/// the heap it holds, not a measurement.
 const BASE: usize = std::mem::size_of::<RecordId>() + std::mem::size_of::<Record>() + 16;
 const INDEXED: usize = std::mem::size_of::<(u64, RecordId)>();
 
 /// The bytes a record is counted as.
 pub(crate) fn weight(record: &Record) -> usize {
     match &record.state {
-        RecordState::InFlight { .. } => BASE,
+        RecordState::InFlight { .. } => BASE + INDEXED,
         RecordState::Completed { outcome, .. } => BASE + INDEXED + outcome.len(),
     }
+}
+
+fn in_flight(record: &Record) -> bool {
+    matches!(record.state, RecordState::InFlight { .. })
 }
 
 fn expiry(record: &Record) -> Option<u64> {
@@ -45,6 +51,10 @@ pub(crate) struct Shard {
     /// dropped) is skipped when it reaches the front. In-flight claims are
     /// never queued, so they are never evicted.
     queues: Vec<(u64, VecDeque<(u64, RecordId)>)>,
+    /// The ids of the records in flight, live or not: where the purge looks
+    /// for the claims of holders that crashed, without visiting every
+    /// completed record. As many as there are claims, a small set.
+    in_flight: HashSet<RecordId, IdHashing>,
     /// Duplicates waiting for an in-flight record to change.
     waiters: HashMap<RecordId, Arc<Notify>, IdHashing>,
 }
@@ -58,6 +68,16 @@ pub(crate) enum Holding {
     Completed,
     /// Anything else: the claim is lost.
     Lost,
+}
+
+/// What one pass of [`Shard::purge`] dropped.
+pub(crate) struct Purged {
+    /// How many records.
+    pub(crate) count: usize,
+    /// Their bytes.
+    pub(crate) bytes: usize,
+    /// Whether expired records may be left (the pass stopped at its budget).
+    pub(crate) more: bool,
 }
 
 /// What applying an event did to the shard's weight and size.
@@ -129,6 +149,15 @@ impl Shard {
                             record.state,
                             RecordState::InFlight { lease_until } if lease_until > now
                         );
+                        match (in_flight(found.get()), in_flight(&record)) {
+                            (false, true) => {
+                                self.in_flight.insert(*id);
+                            }
+                            (true, false) => {
+                                self.in_flight.remove(id);
+                            }
+                            _ => {}
+                        }
                         *found.get_mut() = record;
                         if settled {
                             if let Some(waiting) = self.waiters.remove(id) {
@@ -146,6 +175,9 @@ impl Shard {
                     }
                     Effect::Keep if stale => {
                         let gone = found.remove();
+                        if in_flight(&gone) {
+                            self.in_flight.remove(id);
+                        }
                         Applied {
                             answer: Some(answer),
                             bytes: -signed(weight(&gone)),
@@ -177,6 +209,9 @@ impl Shard {
                     };
                 }
                 let at = expiry(&record);
+                if in_flight(&record) {
+                    self.in_flight.insert(*id);
+                }
                 slot.insert(record);
                 if let Some(at) = at {
                     enqueue(&mut self.queues, now, at, *id);
@@ -201,24 +236,64 @@ impl Shard {
         }
     }
 
-    /// Drops every record that is no longer live at `now`; returns how many
-    /// and their bytes.
-    pub(crate) fn purge(&mut self, now: u64) -> (usize, usize) {
-        let (mut count, mut bytes) = (0, 0);
-        self.records.retain(|_, r| {
-            if r.droppable(now) {
-                count += 1;
-                bytes += weight(r);
-                false
-            } else {
-                true
+    /// Drops up to `budget` records that are no longer live at `now`, and
+    /// says whether it stopped at the budget.
+    ///
+    /// It looks only where expired records can be: the claims in flight (as
+    /// many as there are claims) and the front of each expiry queue, which
+    /// holds the completed records in the order they expire. So a pass costs
+    /// what it drops, not what the shard holds, and the caller can let the
+    /// lock go between budgets.
+    pub(crate) fn purge(&mut self, now: u64, budget: usize) -> Purged {
+        let mut gone = Purged {
+            count: 0,
+            bytes: 0,
+            more: false,
+        };
+        // Claims whose holders crashed or stalled past their leases.
+        let records = &self.records;
+        let crashed: Vec<RecordId> = self
+            .in_flight
+            .iter()
+            .filter(|id| records.get(*id).is_none_or(|r| r.droppable(now)))
+            .copied()
+            .collect();
+        for id in &crashed {
+            self.in_flight.remove(id);
+            if let Some(record) = self.records.remove(id) {
+                gone.count += 1;
+                gone.bytes += weight(&record);
             }
-        });
+        }
+        // Completed records, in expiry order per lifetime.
+        for (_, queue) in &mut self.queues {
+            while let Some(&(at, id)) = queue.front() {
+                if gone.count >= budget {
+                    gone.more = true;
+                    break;
+                }
+                let Entry::Occupied(found) = self.records.entry(id) else {
+                    queue.pop_front();
+                    continue;
+                };
+                if expiry(found.get()) != Some(at) {
+                    // Changed since it was queued: not this entry's record.
+                    queue.pop_front();
+                    continue;
+                }
+                if !found.get().droppable(now) {
+                    break;
+                }
+                queue.pop_front();
+                gone.count += 1;
+                gone.bytes += weight(&found.remove());
+            }
+        }
         self.trim();
         let records = &self.records;
         self.waiters
             .retain(|id, _| records.get(id).is_some_and(|r| r.is_live(now)));
-        (count, bytes)
+        gone
     }
 
     /// What to wait on for the record `id` to change, if it is in flight at
