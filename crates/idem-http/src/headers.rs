@@ -53,10 +53,48 @@ pub fn key_from_values<'a>(
 /// Whether a `Content-Type` is JSON (`application/json` or
 /// `application/*+json`), so that the body is compared parsed.
 pub fn is_json(content_type: Option<&str>) -> bool {
-    content_type
-        .and_then(|v| v.split(';').next())
-        .map(|v| v.trim().to_ascii_lowercase())
-        .is_some_and(|v| {
-            v == "application/json" || (v.starts_with("application/") && v.ends_with("+json"))
-        })
+    // Compared in place, without lowering a copy: this runs on every
+    // request with a body.
+    let Some(media) = content_type.and_then(|v| v.split(';').next()) else {
+        return false;
+    };
+    let media = media.trim().as_bytes();
+    let (top, sub) = media.split_at(media.len().min(12));
+    top.eq_ignore_ascii_case(b"application/")
+        && (sub.eq_ignore_ascii_case(b"json")
+            || sub.len() >= 5 && sub[sub.len() - 5..].eq_ignore_ascii_case(b"+json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_json;
+
+    #[test]
+    fn json_media_types_are_told_apart_from_others_in_any_case() {
+        for json in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "  application/json  ;q=1",
+            "application/problem+json",
+            "APPLICATION/VND.API+JSON",
+            "application/+json",
+        ] {
+            assert!(is_json(Some(json)), "{json:?} is JSON");
+        }
+        for other in [
+            "",
+            "application",
+            "application/",
+            "application/jsonx",
+            "application/json-patch",
+            "application/x-www-form-urlencoded",
+            "text/json",
+            "text/plain+json",
+            "application/json+xml",
+            "appli/cation/json",
+        ] {
+            assert!(!is_json(Some(other)), "{other:?} is not JSON");
+        }
+        assert!(!is_json(None));
+    }
 }
