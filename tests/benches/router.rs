@@ -121,9 +121,11 @@ fn replay_route(c: &mut Criterion) {
     group.finish();
 }
 
-/// A route that answers 201 at once, bare and behind
-/// `map_response(problem_json)`: what the problem+json layer costs a
-/// response that is not an error (issue 27's goal: nothing).
+/// A route that answers 201 at once, bare, behind
+/// `map_response(problem_json)`, and behind tower's `Identity` layer, which
+/// does nothing: what the problem+json layer costs a response that is not an
+/// error (issue 27's goal: nothing) beside what any layer a router takes
+/// costs (axum boxes the layered route and its future).
 fn problem_json_layer(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -137,6 +139,7 @@ fn problem_json_layer(c: &mut Criterion) {
     };
     let bare = route();
     let layered = route().layer(axum::middleware::map_response(idem_axum::problem_json));
+    let identity = route().layer(tower::layer::util::Identity::new());
     let call = |router: &Router| {
         let router = router.clone();
         async move {
@@ -154,6 +157,9 @@ fn problem_json_layer(c: &mut Criterion) {
     });
     group.bench_function("with_problem_json", |b| {
         b.to_async(&rt).iter(|| call(&layered));
+    });
+    group.bench_function("with_identity_layer", |b| {
+        b.to_async(&rt).iter(|| call(&identity));
     });
     group.finish();
 }
