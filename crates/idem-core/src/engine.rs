@@ -235,7 +235,9 @@ impl Engine {
         lease: Duration,
         on_in_flight: OnInFlight,
     ) -> Result<Acquire, Error> {
-        let started = Instant::now();
+        // The wait for a duplicate in flight starts when the first one is
+        // seen: most calls never see one, and read no clock for it.
+        let mut started: Option<Instant> = None;
         let mut backoff = Duration::from_millis(5);
         loop {
             let begin =
@@ -255,7 +257,7 @@ impl Engine {
                     return Err(Error::Mismatch);
                 }
                 Ok(Begin::InFlight { retry_after }) => {
-                    let waited = started.elapsed();
+                    let waited = started.get_or_insert_with(Instant::now).elapsed();
                     let left = match on_in_flight {
                         OnInFlight::Wait { max } if waited < max => max.saturating_sub(waited),
                         _ => {
