@@ -124,15 +124,27 @@ async fn a_payment_retried_after_its_record_expired_and_kept_again_is_not_purged
 
 #[tokio::test]
 async fn thousands_expiring_at_once_are_all_purged() {
-    // More than one hold of the lock's worth, in one shard.
+    // More than one hold of the lock's worth, in one shard: payments, and
+    // the claims of holders that all crashed.
     let clock = Arc::new(ManualClock::new(START_US));
     let store = store_on(&clock, 1);
     for n in 0..5_000 {
         pay(&store, n, SECOND).await;
     }
+    for n in 5_000..7_500 {
+        claim(&store, n, SECOND).await;
+    }
     clock.advance(2 * SECOND);
-    assert_eq!(store.purge_expired(), 5_000);
+    assert_eq!(store.purge_expired(), 7_500);
     assert_eq!((store.len(), store.bytes()), (0, 0));
+
+    // Crashed claims alone.
+    for n in 0..2_500 {
+        claim(&store, n, SECOND).await;
+    }
+    clock.advance(2 * SECOND);
+    assert_eq!(store.purge_expired(), 2_500);
+    assert!(store.is_empty());
 }
 
 #[tokio::test(flavor = "current_thread")]

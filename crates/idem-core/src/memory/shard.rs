@@ -236,7 +236,8 @@ impl Shard {
         }
     }
 
-    /// Drops up to `budget` records that are no longer live at `now`, and
+    /// Drops records that are no longer live at `now`, looking at no more
+    /// than `budget` queue entries or crashed claims (at least one), and
     /// says whether it stopped at the budget.
     ///
     /// It looks only where expired records can be: the claims in flight (as
@@ -245,6 +246,7 @@ impl Shard {
     /// what it drops, not what the shard holds, and the caller can let the
     /// lock go between budgets.
     pub(crate) fn purge(&mut self, now: u64, budget: usize) -> Purged {
+        let budget = budget.max(1);
         let mut gone = Purged {
             count: 0,
             bytes: 0,
@@ -256,6 +258,7 @@ impl Shard {
             .in_flight
             .iter()
             .filter(|id| records.get(*id).is_none_or(|r| r.droppable(now)))
+            .take(budget)
             .copied()
             .collect();
         for id in &crashed {
@@ -265,13 +268,18 @@ impl Shard {
                 gone.bytes += weight(&record);
             }
         }
-        // Completed records, in expiry order per lifetime.
+        // Completed records, in expiry order per lifetime. Entries that no
+        // longer name their record count against the budget too.
+        // At the budget, some may be left.
+        gone.more = crashed.len() == budget;
+        let mut looked = crashed.len();
         for (_, queue) in &mut self.queues {
             while let Some(&(at, id)) = queue.front() {
-                if gone.count >= budget {
+                if looked >= budget {
                     gone.more = true;
                     break;
                 }
+                looked += 1;
                 let Entry::Occupied(found) = self.records.entry(id) else {
                     queue.pop_front();
                     continue;
