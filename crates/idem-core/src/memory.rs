@@ -44,8 +44,9 @@ pub enum WhenFull {
     Refuse,
 }
 
-/// The most records one hold of a shard's lock purges (some tens of
-/// microseconds), so that a purge delays no request for longer.
+/// The most crashed claims and expiry-queue entries one hold of a shard's
+/// lock looks at while purging (some tens of microseconds), so that a purge
+/// delays no request for longer.
 const PURGE_BATCH: usize = 1024;
 
 struct Inner {
