@@ -24,16 +24,17 @@ use crate::store::{Lease, Outcome, Store, StoreError};
 /// Transient store failures at completion time are retried a few times within
 /// the lease: losing a result that was produced costs a re-run later.
 pub(crate) async fn complete_with_retry(
-    store: &dyn Store,
-    id: &RecordId,
-    lease: &Lease,
+    store: &Arc<dyn Store>,
+    id: RecordId,
+    lease: Lease,
     outcome: &Outcome,
     ttl: Duration,
 ) -> Result<(), StoreError> {
     let mut pause = Duration::from_millis(20);
     let mut attempt = 0;
     loop {
-        match store.complete(id, lease, outcome, ttl).await {
+        let completed = Arc::clone(store).complete_owned(id, lease, outcome.clone(), ttl);
+        match completed.await {
             Err(e) if e.is_transient() && attempt < 3 && pause < lease.duration => {
                 attempt += 1;
                 tokio::time::sleep(pause).await;
@@ -263,7 +264,7 @@ impl<'a> Held<'a> {
             return Ok(());
         };
         let result =
-            complete_with_retry(&*self.store, &self.call.id, &self.lease, outcome, self.ttl).await;
+            complete_with_retry(&self.store, self.call.id, self.lease, outcome, self.ttl).await;
         if !matches!(&result, Err(e) if e.is_transient()) {
             self.phase = Phase::Done;
         }

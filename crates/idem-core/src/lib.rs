@@ -81,6 +81,7 @@ mod ran;
 mod result_codec;
 mod settle;
 mod store;
+mod store_future;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod transaction;
@@ -105,6 +106,7 @@ pub use store::{
     Begin, FencingToken, Lease, Outcome, RecordInfo, RecordInfoState, Removal, Store, StoreError,
     StoreErrorKind,
 };
+pub use store_future::StoreFuture;
 pub use transaction::StoreTransaction;
 
 /// The `async_trait` attribute used by [`Store`], re-exported so that store

@@ -13,6 +13,7 @@ use crate::machine::{Answer, Event, RecordState};
 use crate::store::{
     Begin, Lease, Outcome, RecordInfo, RecordInfoState, Removal, Store, StoreError,
 };
+use crate::store_future::StoreFuture;
 
 mod id_hashing;
 mod shard;
@@ -441,6 +442,37 @@ impl MemoryStore {
         }
     }
 
+    /// [`Store::begin`], answered at once.
+    fn begin_now(
+        &self,
+        id: &RecordId,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        match self.run(id, Event::Begin { fingerprint, lease })? {
+            Answer::Begin(b) => Ok(b),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// [`Store::complete`], answered at once.
+    fn complete_now(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        fenced(self.run(
+            id,
+            Event::Complete {
+                lease,
+                outcome,
+                ttl,
+            },
+        )?)
+    }
+
     fn run(&self, id: &RecordId, event: Event<'_>) -> Result<Answer, StoreError> {
         let answer = if let Some(answer) = self.inner.apply(id, event) {
             answer
@@ -482,10 +514,7 @@ impl Store for MemoryStore {
         fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Begin, StoreError> {
-        match self.run(id, Event::Begin { fingerprint, lease })? {
-            Answer::Begin(b) => Ok(b),
-            other => Err(unexpected(&other)),
-        }
+        self.begin_now(id, fingerprint, lease)
     }
 
     async fn complete(
@@ -495,14 +524,28 @@ impl Store for MemoryStore {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        fenced(self.run(
-            id,
-            Event::Complete {
-                lease,
-                outcome,
-                ttl,
-            },
-        )?)
+        self.complete_now(id, lease, outcome, ttl)
+    }
+
+    // The memory store never waits: its answers are ready, and cost no
+    // allocation on the engine's path.
+    fn begin_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> StoreFuture<Begin> {
+        StoreFuture::ready(self.begin_now(&id, &fingerprint, lease))
+    }
+
+    fn complete_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        lease: Lease,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> StoreFuture<()> {
+        StoreFuture::ready(self.complete_now(&id, &lease, &outcome, ttl))
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

@@ -10,15 +10,14 @@ use crate::fingerprint::Fingerprint;
 use crate::key::{RecordId, Scope};
 use crate::settle::{settle_later, Settle};
 use crate::store::{Begin, Store, StoreError};
-
-type Answer = Pin<Box<dyn Future<Output = Result<Begin, StoreError>> + Send>>;
+use crate::store_future::StoreFuture;
 
 /// A `begin` in flight. Awaiting it gives the store's answer. If it is
 /// dropped before that (its caller went away), the answer is still awaited
 /// in the background, and a claim it grants is released at once: nothing ran
 /// under it, so the key must not stay claimed for a whole lease.
 pub(crate) struct PendingBegin<'a> {
-    answer: Option<Answer>,
+    answer: Option<StoreFuture<Begin>>,
     store: &'a Arc<dyn Store>,
     id: RecordId,
     scope: &'a Scope,
@@ -33,10 +32,8 @@ impl<'a> PendingBegin<'a> {
         fingerprint: Fingerprint,
         lease: Duration,
     ) -> Self {
-        let owned = Arc::clone(store);
-        let answer: Answer = Box::pin(async move { owned.begin(&id, &fingerprint, lease).await });
         Self {
-            answer: Some(answer),
+            answer: Some(Arc::clone(store).begin_owned(id, fingerprint, lease)),
             store,
             id,
             scope,
@@ -51,7 +48,7 @@ impl Future for PendingBegin<'_> {
         let Some(answer) = self.answer.as_mut() else {
             return Poll::Ready(Err(StoreError::corrupt("begin polled after its answer")));
         };
-        let ready = answer.as_mut().poll(cx);
+        let ready = Pin::new(answer).poll(cx);
         if ready.is_ready() {
             self.answer = None;
         }

@@ -2,6 +2,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -9,6 +10,7 @@ use bytes::Bytes;
 
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordId;
+use crate::store_future::StoreFuture;
 
 /// The recorded result of an operation: opaque bytes that the caller encoded
 /// (the engine's serde encoding, or a whole HTTP response) and that a replay
@@ -337,6 +339,38 @@ pub trait Store: Send + Sync + 'static {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError>;
+
+    /// [`begin`](Self::begin), in a future that borrows nothing: the engine
+    /// calls this one, and finishes it in the background when its caller goes
+    /// away (releasing a claim it grants, since nothing ran under it).
+    ///
+    /// It must answer exactly as `begin` does. The default boxes `begin`
+    /// twice over (its own future, and one that owns the arguments); a store
+    /// that can answer without waiting (from memory, or a cache) answers in
+    /// [`StoreFuture::ready`] and allocates nothing, and one that waits can
+    /// box its work once.
+    fn begin_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> StoreFuture<Begin> {
+        StoreFuture::boxed(async move { self.begin(&id, &fingerprint, lease).await })
+    }
+
+    /// [`complete`](Self::complete), in a future that borrows nothing and
+    /// takes the outcome over: the engine calls this one. It must answer
+    /// exactly as `complete` does; the default boxes `complete`, and a store
+    /// overrides it for the reasons [`begin_owned`](Self::begin_owned) gives.
+    fn complete_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        lease: Lease,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> StoreFuture<()> {
+        StoreFuture::boxed(async move { self.complete(&id, &lease, &outcome, ttl).await })
+    }
 
     /// Gives the claim up without recording anything, so that a retry runs the
     /// operation again.

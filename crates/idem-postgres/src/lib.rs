@@ -65,7 +65,7 @@ use std::time::Duration;
 
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
-    StoreError,
+    StoreError, StoreFuture,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{AssertSqlSafe, PgConnection};
@@ -307,6 +307,22 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         calls::complete(tx, &self.sql, id, lease, outcome, ttl).await
     }
+
+    /// [`Store::complete`], on a connection of the pool.
+    async fn complete_on_pool(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| db_error("complete", e))?;
+        calls::complete(&mut conn, &self.sql, id, lease, outcome, ttl).await
+    }
 }
 
 #[async_trait]
@@ -320,6 +336,18 @@ impl Store for PgStore {
         calls::begin(&self.pool, &self.sql, id, fingerprint, lease).await
     }
 
+    // The engine's forms box their work once, not twice.
+    fn begin_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> StoreFuture<Begin> {
+        StoreFuture::boxed(async move {
+            calls::begin(&self.pool, &self.sql, &id, &fingerprint, lease).await
+        })
+    }
+
     async fn complete(
         &self,
         id: &RecordId,
@@ -327,12 +355,17 @@ impl Store for PgStore {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| db_error("complete", e))?;
-        calls::complete(&mut conn, &self.sql, id, lease, outcome, ttl).await
+        self.complete_on_pool(id, lease, outcome, ttl).await
+    }
+
+    fn complete_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        lease: Lease,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> StoreFuture<()> {
+        StoreFuture::boxed(async move { self.complete_on_pool(&id, &lease, &outcome, ttl).await })
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState,
-    Removal, Store, StoreError,
+    Removal, Store, StoreError, StoreFuture,
 };
 use redis::aio::ConnectionManager;
 use redis::cluster::ClusterClient;
@@ -549,22 +549,25 @@ fn is_corrupt(e: &redis::RedisError) -> bool {
     e.to_string().contains("idem: corrupt record")
 }
 
-#[async_trait]
-impl Store for RedisStore {
-    async fn begin(
+impl RedisStore {
+    /// The answer to `begin` from the replay cache, if it has one.
+    fn begin_cached(&self, id: &RecordId, fingerprint: &Fingerprint) -> Option<Begin> {
+        let cache = self.replay_cache()?;
+        if let Some(wakes) = &self.wakes {
+            // The cache is used only while the wake channel is subscribed.
+            wakes.start(&self.channel);
+        }
+        cache.answer(id, fingerprint)
+    }
+
+    /// `begin`, asked of Redis (the cache had no answer).
+    async fn begin_in_redis(
         &self,
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Begin, StoreError> {
         let cache = self.replay_cache();
-        if let (Some(_), Some(wakes)) = (cache, &self.wakes) {
-            // The cache is used only while the wake channel is subscribed.
-            wakes.start(&self.channel);
-        }
-        if let Some(answer) = cache.and_then(|c| c.answer(id, fingerprint)) {
-            return Ok(answer);
-        }
         let ticket = cache.and_then(|c| Some((c, c.ticket(id)?)));
         // With a cache, a replay also answers its key's time to live.
         let want_ttl: &[u8] = if ticket.is_some() { b"1" } else { b"" };
@@ -628,7 +631,8 @@ impl Store for RedisStore {
         }
     }
 
-    async fn complete(
+    /// `complete`'s script.
+    async fn complete_in_redis(
         &self,
         id: &RecordId,
         lease: &Lease,
@@ -648,6 +652,59 @@ impl Store for RedisStore {
             ],
         )
         .await
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        match self.begin_cached(id, fingerprint) {
+            Some(answer) => Ok(answer),
+            None => self.begin_in_redis(id, fingerprint, lease).await,
+        }
+    }
+
+    // A replay from the cache is answered at once, allocating nothing; a
+    // call to Redis boxes its work once.
+    fn begin_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> StoreFuture<Begin> {
+        match self.begin_cached(&id, &fingerprint) {
+            Some(answer) => StoreFuture::ready(Ok(answer)),
+            None => {
+                StoreFuture::boxed(
+                    async move { self.begin_in_redis(&id, &fingerprint, lease).await },
+                )
+            }
+        }
+    }
+
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.complete_in_redis(id, lease, outcome, ttl).await
+    }
+
+    fn complete_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        lease: Lease,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> StoreFuture<()> {
+        StoreFuture::boxed(async move { self.complete_in_redis(&id, &lease, &outcome, ttl).await })
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

@@ -61,11 +61,16 @@ pub(crate) async fn race(
 ) -> Vec<Result<Begin, crate::StoreError>> {
     let start = Arc::new(tokio::sync::Barrier::new(n));
     let mut tasks = Vec::new();
-    for _ in 0..n {
+    for i in 0..n {
         let (store, start) = (Arc::clone(store), Arc::clone(&start));
         tasks.push(tokio::spawn(async move {
             start.wait().await;
-            store.begin(&id, &fp(1), LONG).await
+            // Half race through the form the engine calls.
+            if i % 2 == 0 {
+                store.begin(&id, &fp(1), LONG).await
+            } else {
+                store.begin_owned(id, fp(1), LONG).await
+            }
         }));
     }
     let mut answers = Vec::new();
