@@ -1,5 +1,7 @@
 //! `Engine::run` on `MemoryStore` beside the same operation called bare, in
-//! one run: a new key (begin + complete) and a replay (one begin).
+//! one run: a new key (begin + complete) and a replay (one begin). The
+//! `idem` cases build the call (key, scope, fingerprint) as a handler would;
+//! the `idem_call_built` cases leave that out, and measure the engine alone.
 //!
 //! `cargo bench -p idem-core --bench engine`
 
@@ -9,7 +11,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use idem_core::{Call, Engine, Fingerprint, IdempotencyKey, MemoryStore, Never, Policy, Scope};
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +86,28 @@ fn engine_vs_bare(c: &mut Criterion) {
             )
         });
     });
+    // The engine's own part: the call (key, scope, fingerprint, record id)
+    // is built outside the measurement.
+    new_key.bench_function("idem_call_built", |b| {
+        b.to_async(&rt).iter_batched(
+            || {
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                (call(&req, &format!("key-{n}")), n)
+            },
+            |(call, n)| {
+                let (engine, req) = (&engine, &req);
+                async move {
+                    black_box(
+                        engine
+                            .run(&call, |_| operation(req, n))
+                            .await
+                            .expect("runs"),
+                    )
+                }
+            },
+            BatchSize::SmallInput,
+        );
+    });
     new_key.finish();
 
     let replayed = call(&req, "replayed-key");
@@ -104,6 +128,16 @@ fn engine_vs_bare(c: &mut Criterion) {
             let call = call(&req, "replayed-key");
             let ran = engine
                 .run(&call, |_| operation(&req, 0))
+                .await
+                .expect("replays");
+            assert!(ran.is_replayed());
+            black_box(ran)
+        });
+    });
+    replay.bench_function("idem_call_built", |b| {
+        b.to_async(&rt).iter(|| async {
+            let ran = engine
+                .run(&replayed, |_| operation(&req, 0))
                 .await
                 .expect("replays");
             assert!(ran.is_replayed());
