@@ -179,13 +179,13 @@ impl Idempotent {
 
     /// Runs `op` for a prepared `call` (see [`call_with`](Self::call_with)),
     /// and as cancel-proof as [`run`](Self::run).
-    pub async fn run_call<F, Fut, R>(self, call: Call, op: F) -> Response
+    pub fn run_call<F, Fut, R>(self, call: Call, op: F) -> impl Future<Output = Response> + Send
     where
         F: FnOnce(Claim) -> Fut + Send + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        self.head.respond(self.engine, call, op).await
+        self.head.respond(self.engine, call, op)
     }
 }
 

@@ -133,7 +133,12 @@ impl<S> HandlerContext<S> {
     /// Runs `op` once for `call` (built by the generated code from the key,
     /// the scope, the finished fingerprint and the attribute's overrides),
     /// recording its response (see [`Idempotent::run`](crate::Idempotent::run)).
-    pub async fn run<F, Fut, R>(self, call: Call, op: F) -> Response
+    ///
+    /// Not an `async fn`: it would hold its arguments twice and the whole of
+    /// the answer's future inside its own, and the handler's future (which
+    /// axum boxes and moves) would grow by kilobytes. It returns the
+    /// answer's future itself.
+    pub fn run<F, Fut, R>(self, call: Call, op: F) -> impl Future<Output = Response> + Send
     where
         S: EngineInState,
         F: FnOnce(Claim) -> Fut + Send + 'static,
@@ -142,7 +147,7 @@ impl<S> HandlerContext<S> {
     {
         let engine = self.state.engine();
         drop(self.state);
-        self.request.head.respond(engine, call, op).await
+        self.request.head.respond(engine, call, op)
     }
 }
 

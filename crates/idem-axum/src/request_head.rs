@@ -47,14 +47,20 @@ impl RequestHead {
         )
     }
 
-    /// Runs `op` once for `call` on `engine`, recording its response.
-    pub(crate) async fn respond<F, Fut, R>(self, engine: Engine, call: Call, op: F) -> Response
+    /// Runs `op` once for `call` on `engine`, recording its response. (The
+    /// answer's own future, not one around it: see `HandlerContext::run`.)
+    pub(crate) fn respond<F, Fut, R>(
+        self,
+        engine: Engine,
+        call: Call,
+        op: F,
+    ) -> impl Future<Output = Response> + Send
     where
         F: FnOnce(Claim) -> Fut + Send + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        let call = call.with_operation(self.operation.clone());
-        respond::respond(engine, call, self.settings, op).await
+        let call = call.with_operation(self.operation);
+        respond::respond(engine, call, self.settings, op)
     }
 }

@@ -173,8 +173,14 @@ tokio::task_local! {
 
 /// Runs the user's function (`inner`) with `claim` for its `claim = ...`
 /// binding, so that the function keeps the signature the user wrote.
-pub async fn with_claim<F: std::future::Future>(claim: crate::Claim, inner: F) -> F::Output {
-    CLAIM.scope(std::cell::Cell::new(Some(claim)), inner).await
+///
+/// Not an `async fn`: one would hold `inner` twice (its argument, and the
+/// scope built from it), and a handler's future is kilobytes.
+pub fn with_claim<F: std::future::Future>(
+    claim: crate::Claim,
+    inner: F,
+) -> tokio::task::futures::TaskLocalFuture<std::cell::Cell<Option<crate::Claim>>, F> {
+    CLAIM.scope(std::cell::Cell::new(Some(claim)), inner)
 }
 
 /// The claim [`with_claim`] holds, taken once by the user's function.
