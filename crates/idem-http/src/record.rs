@@ -46,42 +46,42 @@ pub fn encode_with_trailers(
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .collect();
-    let kept: Vec<(&str, &[u8])> = headers
-        .iter()
-        .filter(|(n, _)| {
+    // Read twice, for the size and for the bytes, rather than collected.
+    let kept = || {
+        headers.iter().copied().filter(|(n, _)| {
             !NOT_RECORDED.iter().any(|h| n.eq_ignore_ascii_case(h))
                 && !named_in_connection
                     .iter()
                     .any(|h| n.eq_ignore_ascii_case(h))
         })
-        .copied()
-        .collect();
-    let fields_size = |fields: &[(&str, &[u8])]| {
-        4 + fields
-            .iter()
-            .map(|(n, v)| 2 + n.len() + 4 + v.len())
-            .sum::<usize>()
     };
-    let size = 4 + 2 + fields_size(&kept) + 8 + body.len() + fields_size(trailers);
+    let size = 4 + 2 + fields_size(kept()) + 8 + body.len() + fields_size(trailers.iter().copied());
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&status.to_be_bytes());
-    put_fields(&mut out, &kept);
+    put_fields(&mut out, kept());
     out.extend_from_slice(&(body.len() as u64).to_be_bytes());
     out.extend_from_slice(body);
     if !trailers.is_empty() {
-        put_fields(&mut out, trailers);
+        put_fields(&mut out, trailers.iter().copied());
     }
     Outcome::new(out)
 }
 
-fn put_fields(out: &mut Vec<u8>, fields: &[(&str, &[u8])]) {
+/// The bytes [`put_fields`] writes for `fields`.
+fn fields_size<'a>(fields: impl Iterator<Item = (&'a str, &'a [u8])>) -> usize {
+    4 + fields
+        .map(|(n, v)| 2 + n.len() + 4 + v.len())
+        .sum::<usize>()
+}
+
+fn put_fields<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = (&'a str, &'a [u8])> + Clone) {
     out.extend_from_slice(
-        &u32::try_from(fields.len())
+        &u32::try_from(fields.clone().count())
             .unwrap_or(u32::MAX)
             .to_be_bytes(),
     );
-    for &(name, value) in fields {
+    for (name, value) in fields {
         let name = name.as_bytes();
         // Header names are short and values are bounded by the server's
         // header limits, far below these widths.
@@ -216,6 +216,29 @@ mod tests {
             ]
         );
         assert_eq!(back.body, body[..]);
+    }
+
+    #[test]
+    fn the_recorded_form_is_pinned_byte_for_byte() {
+        // Records outlive a deploy: a form that changed would leave the
+        // records written before it unreadable to their retries.
+        let headers: Vec<(&str, &[u8])> = vec![
+            ("content-type", b"text/plain"),
+            ("connection", b"x-hop"),
+            ("x-hop", b"1"),
+            ("x-a", b"1"),
+        ];
+        let mut expected = b"IDR1\x00\xc9\x00\x00\x00\x02".to_vec();
+        expected.extend_from_slice(b"\x00\x0ccontent-type\x00\x00\x00\x0atext/plain");
+        expected.extend_from_slice(b"\x00\x03x-a\x00\x00\x00\x011");
+        expected.extend_from_slice(b"\x00\x00\x00\x00\x00\x00\x00\x02ok");
+        assert_eq!(encode(201, &headers, b"ok").as_bytes(), &expected[..]);
+        expected.extend_from_slice(b"\x00\x00\x00\x01\x00\x0bgrpc-status\x00\x00\x00\x010");
+        let trailers: Vec<(&str, &[u8])> = vec![("grpc-status", b"0")];
+        assert_eq!(
+            encode_with_trailers(201, &headers, b"ok", &trailers).as_bytes(),
+            &expected[..]
+        );
     }
 
     #[test]
