@@ -81,6 +81,7 @@ mod ran;
 mod result_codec;
 mod settle;
 mod store;
+mod store_error;
 mod store_future;
 #[cfg(feature = "testing")]
 pub mod testing;

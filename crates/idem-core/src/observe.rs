@@ -70,12 +70,43 @@ mod timed {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use std::time::Instant;
+
     use crate::fingerprint::Fingerprint;
     use crate::key::RecordId;
     use crate::store::{Begin, Lease, Outcome, RecordInfo, Removal, Store, StoreError};
+    use crate::store_future::StoreFuture;
 
     /// A store whose calls are timed into `idem.store.duration`.
     pub(super) struct Timed(pub(super) Arc<dyn Store>);
+
+    fn record(store: &'static str, transition: &'static str, start: Instant) {
+        metrics::histogram!(
+            "idem.store.duration",
+            "idem.store" => store,
+            "idem.transition" => transition
+        )
+        .record(start.elapsed().as_secs_f64());
+    }
+
+    /// The inner store's owned answer, timed from `start`: a ready one at
+    /// once (no box around it), one on its way when it comes.
+    fn timed_owned<T: Send + 'static>(
+        store: &'static str,
+        transition: &'static str,
+        start: Instant,
+        answer: StoreFuture<T>,
+    ) -> StoreFuture<T> {
+        if answer.is_ready() {
+            record(store, transition, start);
+            return answer;
+        }
+        StoreFuture::boxed(async move {
+            let result = answer.await;
+            record(store, transition, start);
+            result
+        })
+    }
 
     impl Timed {
         async fn time<T>(
@@ -83,14 +114,9 @@ mod timed {
             transition: &'static str,
             call: impl std::future::Future<Output = T>,
         ) -> T {
-            let start = std::time::Instant::now();
+            let start = Instant::now();
             let result = call.await;
-            metrics::histogram!(
-                "idem.store.duration",
-                "idem.store" => self.0.name(),
-                "idem.transition" => transition
-            )
-            .record(start.elapsed().as_secs_f64());
+            record(self.0.name(), transition, start);
             result
         }
     }
@@ -116,6 +142,31 @@ mod timed {
         ) -> Result<(), StoreError> {
             self.time("complete", self.0.complete(id, lease, outcome, ttl))
                 .await
+        }
+
+        // The engine's forms: the inner store's own, timed, so that a store
+        // that answers at once still does.
+        fn begin_owned(
+            self: Arc<Self>,
+            id: RecordId,
+            fingerprint: Fingerprint,
+            lease: Duration,
+        ) -> StoreFuture<Begin> {
+            let start = Instant::now();
+            let answer = Arc::clone(&self.0).begin_owned(id, fingerprint, lease);
+            timed_owned(self.0.name(), "begin", start, answer)
+        }
+
+        fn complete_owned(
+            self: Arc<Self>,
+            id: RecordId,
+            lease: Lease,
+            outcome: Outcome,
+            ttl: Duration,
+        ) -> StoreFuture<()> {
+            let start = Instant::now();
+            let answer = Arc::clone(&self.0).complete_owned(id, lease, outcome, ttl);
+            timed_owned(self.0.name(), "complete", start, answer)
         }
 
         async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

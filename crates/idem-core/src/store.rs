@@ -1,6 +1,5 @@
 //! The `Store` trait that every backend implements, and the values it trades in.
 
-use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +9,7 @@ use bytes::Bytes;
 
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordId;
+pub use crate::store_error::{StoreError, StoreErrorKind};
 use crate::store_future::StoreFuture;
 
 /// The recorded result of an operation: opaque bytes that the caller encoded
@@ -112,166 +112,6 @@ pub enum Begin {
     Replay(Outcome),
     /// The key is in use (in flight or completed) for a different request.
     Mismatch,
-}
-
-/// What went wrong in a store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StoreErrorKind {
-    /// The caller's lease ended or was taken over; nothing was changed.
-    LeaseLost,
-    /// The store could not be reached or did not answer in time.
-    Unavailable,
-    /// The store is at its configured capacity and refuses new records.
-    Full,
-    /// The store returned data that idem cannot read.
-    Corrupt,
-    /// The store does not offer this operation.
-    Unsupported,
-    /// A [transaction](crate::StoreTransaction) found that what it read had
-    /// changed before it could commit; nothing was applied, and running the
-    /// transaction again (reading anew) may succeed.
-    Conflict,
-}
-
-/// An error from a [`Store`]. Stores fail closed: when this is returned from
-/// `begin`, the operation does not run.
-#[derive(Debug)]
-pub struct StoreError {
-    kind: StoreErrorKind,
-    message: String,
-    source: Option<Box<dyn StdError + Send + Sync>>,
-}
-
-impl StoreError {
-    /// The caller no longer holds the lease it presented.
-    pub fn lease_lost() -> Self {
-        Self {
-            kind: StoreErrorKind::LeaseLost,
-            message: "the lease was lost: it ran out or another holder took the record over; \
-                      nothing was changed"
-                .into(),
-            source: None,
-        }
-    }
-
-    /// The store cannot be reached; `what` says what was being attempted.
-    pub fn unavailable(
-        what: impl Into<String>,
-        source: impl Into<Box<dyn StdError + Send + Sync>>,
-    ) -> Self {
-        Self {
-            kind: StoreErrorKind::Unavailable,
-            message: what.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// The store answered, but not in a way idem may act on (a change not
-    /// yet replicated, say): transient, like an unreachable store; `why`
-    /// says what happened.
-    pub fn unavailable_because(why: impl Into<String>) -> Self {
-        Self {
-            kind: StoreErrorKind::Unavailable,
-            message: why.into(),
-            source: None,
-        }
-    }
-
-    /// The store is full.
-    pub fn full(max_bytes: usize) -> Self {
-        Self {
-            kind: StoreErrorKind::Full,
-            message: format!(
-                "the store holds its maximum of {max_bytes} bytes of records and may not evict \
-                 any (its policy refuses, or all are in flight), so new operations are refused \
-                 until records expire"
-            ),
-            source: None,
-        }
-    }
-
-    /// The store returned something unreadable.
-    pub fn corrupt(what: impl Into<String>) -> Self {
-        Self {
-            kind: StoreErrorKind::Corrupt,
-            message: what.into(),
-            source: None,
-        }
-    }
-
-    /// The store does not offer `operation`.
-    pub fn unsupported(operation: &str) -> Self {
-        Self {
-            kind: StoreErrorKind::Unsupported,
-            message: format!("this store does not offer `{operation}`"),
-            source: None,
-        }
-    }
-
-    /// What a [transaction](crate::StoreTransaction) read changed before it
-    /// could commit; `what` names it. Nothing was applied.
-    pub fn conflict(what: impl Into<String>) -> Self {
-        Self {
-            kind: StoreErrorKind::Conflict,
-            message: format!(
-                "{}: it changed after the transaction read it, so nothing was applied; read \
-                 it again and retry",
-                what.into()
-            ),
-            source: None,
-        }
-    }
-
-    /// The store does not offer what was asked, for the reason `message`
-    /// gives (which says what to do instead).
-    pub fn unsupported_because(message: impl Into<String>) -> Self {
-        Self {
-            kind: StoreErrorKind::Unsupported,
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// What kind of failure this is.
-    pub fn kind(&self) -> StoreErrorKind {
-        self.kind
-    }
-
-    /// Whether the same call may succeed later (the store was unreachable or full).
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self.kind,
-            StoreErrorKind::Unavailable | StoreErrorKind::Full
-        )
-    }
-
-    /// Whether a transaction found what it read changed (run it again).
-    pub fn is_conflict(&self) -> bool {
-        self.kind == StoreErrorKind::Conflict
-    }
-
-    /// Whether this is a lost lease.
-    pub fn is_lease_lost(&self) -> bool {
-        self.kind == StoreErrorKind::LeaseLost
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.source {
-            Some(source) => write!(f, "{}: {source}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
-
-impl StdError for StoreError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn StdError + 'static))
-    }
 }
 
 /// What a live record says, for operators ([`Store::inspect`]).

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::store::StoreError;
+use crate::store_error::StoreError;
 
 type Boxed<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
 
