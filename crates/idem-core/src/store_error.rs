@@ -23,7 +23,7 @@ pub enum StoreErrorKind {
     Conflict,
 }
 
-/// An error from a [`Store`]. Stores fail closed: when this is returned from
+/// An error from a [`Store`](crate::Store). Stores fail closed: when this is returned from
 /// `begin`, the operation does not run.
 #[derive(Debug)]
 pub struct StoreError {
