@@ -201,18 +201,11 @@ async fn purge_loop(inner: Weak<Inner>, every: Duration) {
     loop {
         tick.tick().await;
         let Some(inner) = inner.upgrade() else { return };
-        let now = inner.clock.now_micros();
         let mut purged = 0;
-        for shard in 0..inner.shards.len() {
-            loop {
-                let (count, more) = inner.purge_batch(shard, now);
-                purged += count;
-                if !more {
-                    break;
-                }
-                // The worker's other tasks run between batches.
-                tokio::task::yield_now().await;
-            }
+        for count in inner.purge_batches(inner.clock.now_micros()) {
+            purged += count;
+            // The worker's other tasks run between batches.
+            tokio::task::yield_now().await;
         }
         if purged > 0 {
             tracing::debug!(target: "idem", purged, "memory store purged expired records");
@@ -249,18 +242,23 @@ impl Inner {
     }
 
     fn purge_expired(&self) -> usize {
-        let now = self.clock.now_micros();
-        let mut purged = 0;
-        for shard in 0..self.shards.len() {
-            loop {
-                let (count, more) = self.purge_batch(shard, now);
-                purged += count;
-                if !more {
-                    break;
-                }
+        self.purge_batches(self.clock.now_micros()).sum()
+    }
+
+    /// The purge at `now`, one bounded hold of a shard's lock per item (what
+    /// it dropped): summed at once, or with other work between the holds.
+    fn purge_batches(&self, now: u64) -> impl Iterator<Item = usize> + '_ {
+        let mut shard = 0;
+        std::iter::from_fn(move || {
+            if shard == self.shards.len() {
+                return None;
             }
-        }
-        purged
+            let (count, more) = self.purge_batch(shard, now);
+            if !more {
+                shard += 1;
+            }
+            Some(count)
+        })
     }
 
     /// Drops up to [`PURGE_BATCH`] records of `shard` that are no longer
