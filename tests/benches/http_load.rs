@@ -37,15 +37,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use idem_core::{Engine, MemoryStore, Policy};
 use idem_examples::payments::{
     invalid_account, invalid_amount, router, App, Debit, Ledger, MemoryLedger, PgLedger, Receipt,
-    RedisLedger,
+    RedisLedger, MAX_BODY,
 };
 use idem_postgres::PgStore;
 
@@ -146,6 +147,31 @@ trait NaiveKeys: Clone + Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<(), String>> + Send;
 }
 
+/// Memory: a map under a lock, the key claimed with an empty slot and the
+/// response recorded in it. Nothing expires: the floor of any design that
+/// claims keys in process.
+#[derive(Clone, Default)]
+struct MemoryKeys(Arc<std::sync::Mutex<std::collections::HashMap<String, Option<Vec<u8>>>>>);
+
+impl NaiveKeys for MemoryKeys {
+    async fn claim(&self, key: &str) -> Result<bool, String> {
+        let mut map = self.0.lock().map_err(|e| e.to_string())?;
+        if map.contains_key(key) {
+            return Ok(false);
+        }
+        map.insert(key.to_owned(), None);
+        Ok(true)
+    }
+
+    async fn record(&self, key: &str, response: &[u8]) -> Result<(), String> {
+        let mut map = self.0.lock().map_err(|e| e.to_string())?;
+        if let Some(slot) = map.get_mut(key) {
+            *slot = Some(response.to_vec());
+        }
+        Ok(())
+    }
+}
+
 /// Redis: `SET key "" NX PX` to claim, `SET key response PX` to record.
 #[derive(Clone)]
 struct RedisKeys {
@@ -214,16 +240,30 @@ struct Naive<K> {
     keys: K,
 }
 
+/// The baseline's key: the `Idempotency-Key` header's text, read in place
+/// (the header map is not copied).
+struct NaiveKey(String);
+
+impl<S: Sync> FromRequestParts<S> for NaiveKey {
+    type Rejection = StatusCode;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, StatusCode> {
+        parts
+            .headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(|k| Self(k.to_owned()))
+            .ok_or(StatusCode::BAD_REQUEST)
+    }
+}
+
 /// The baseline handler: the payments debit between a claim and a record.
 async fn naive_debit<K: NaiveKeys>(
     State(n): State<Naive<K>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    NaiveKey(key): NaiveKey,
     Json(req): Json<Debit>,
 ) -> Response {
-    let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
     let key = format!("{id}:{key}");
     match n.keys.claim(&key).await {
         Ok(true) => {}
@@ -241,6 +281,15 @@ async fn naive_debit<K: NaiveKeys>(
     Response::from_parts(parts, Body::from(bytes))
 }
 
+/// The baseline's debit route, with the layers the route without idem has.
+fn naive_router<K: NaiveKeys>(naive: Naive<K>) -> Router {
+    Router::new()
+        .route("/accounts/{id}/debits", post(naive_debit::<K>))
+        .with_state(naive)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::map_response(idem_axum::problem_json))
+}
+
 /// The baseline and idem on Redis; with `replay_cache`, the store answers
 /// retries of completed records from its replay cache (64 MiB, 5 s).
 async fn redis_pair_with(replay_cache: bool) -> Result<(String, String), String> {
@@ -251,15 +300,13 @@ async fn redis_pair_with(replay_cache: bool) -> Result<(String, String), String>
     )
     .await
     .map_err(|e| format!("redis at {url}: {e}"))?;
-    let naive = Router::new()
-        .route("/accounts/{id}/debits", post(naive_debit::<RedisKeys>))
-        .with_state(Naive {
-            app: app_on(MemoryStore::new()),
-            keys: RedisKeys {
-                redis,
-                prefix: format!("{run}naive:"),
-            },
-        });
+    let naive = naive_router(Naive {
+        app: app_on(MemoryStore::new()),
+        keys: RedisKeys {
+            redis,
+            prefix: format!("{run}naive:"),
+        },
+    });
     let store = RedisStore::connect(&url)
         .await
         .map_err(|e| e.to_string())?
@@ -462,17 +509,15 @@ async fn pg_pair() -> Result<(String, String, Vec<String>), String> {
     .await
     .map_err(|e| e.to_string())?;
     let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
-    let naive = Router::new()
-        .route("/accounts/{id}/debits", post(naive_debit::<PgKeys>))
-        .with_state(Naive {
-            app: app_with(Engine::new(MemoryStore::new()), Arc::new(naive_ledger)),
-            keys: PgKeys {
-                pool,
-                claim_sql: format!("INSERT INTO {keys} (key) VALUES ($1) ON CONFLICT DO NOTHING")
-                    .into(),
-                record_sql: format!("UPDATE {keys} SET response = $2 WHERE key = $1").into(),
-            },
-        });
+    let naive = naive_router(Naive {
+        app: app_with(Engine::new(MemoryStore::new()), Arc::new(naive_ledger)),
+        keys: PgKeys {
+            pool,
+            claim_sql: format!("INSERT INTO {keys} (key) VALUES ($1) ON CONFLICT DO NOTHING")
+                .into(),
+            record_sql: format!("UPDATE {keys} SET response = $2 WHERE key = $1").into(),
+        },
+    });
     Ok((
         idem_tests::serve(naive).await,
         idem_tests::serve(router(app_with(engine, Arc::new(ledger)))).await,
@@ -672,10 +717,10 @@ fn cpu_text(prefix: &str, store: Option<&str>, (server, theirs): (f64, f64)) -> 
     }
 }
 
-fn compare(
+fn compare<const N: usize>(
     label: &str,
-    names: [&str; 2],
-    urls: [&str; 2],
+    names: [&str; N],
+    urls: [&str; N],
     script: &str,
     store: Option<&str>,
 ) -> Result<(), String> {
@@ -690,19 +735,20 @@ fn compare(
 
 /// Alternating rounds of `measure(variant)` (requests per second over
 /// `SECONDS`), with the CPU each request cost, then the medians and the
-/// ratio.
-fn compare_with(
-    names: [&str; 2],
+/// ratios: of the last variant (idem) to the first (the baseline), and with
+/// three, of each to the one before.
+fn compare_with<const N: usize>(
+    names: [&str; N],
     store: Option<&str>,
     measure: impl Fn(usize) -> Result<Load, String>,
 ) -> Result<(), String> {
-    let mut rps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut rps: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
     // Latency of the median and the 99th percentile request, per round.
-    let mut latency: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let mut latency: [Vec<(f64, f64)>; N] = std::array::from_fn(|_| Vec::new());
     // CPU microseconds per request: [server, store] per variant and round.
-    let mut cpu: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let mut cpu: [Vec<(f64, f64)>; N] = std::array::from_fn(|_| Vec::new());
     for round in 1..=ROUNDS {
-        for v in 0..2 {
+        for v in 0..N {
             let before = CpuTicks::read(store);
             let Load { rps: r, p50, p99 } = measure(v)?;
             let used = before.zip(CpuTicks::read(store)).map(|(b, a)| {
@@ -721,9 +767,8 @@ fn compare_with(
             cpu[v].extend(used);
         }
     }
-    let [base, idem] = rps;
-    let (b, i) = (median(base), median(idem));
-    for (v, rate) in [(0, b), (1, i)] {
+    let rates = rps.map(median);
+    for (v, &rate) in rates.iter().enumerate() {
         let detail = if cpu[v].is_empty() {
             String::new()
         } else {
@@ -738,7 +783,17 @@ fn compare_with(
             names[v]
         );
     }
-    println!("  ratio (idem / baseline): {:.3}", i / b);
+    if N > 2 {
+        for v in 1..N {
+            println!(
+                "  ratio ({} / {}): {:.3}",
+                names[v],
+                names[v - 1],
+                rates[v] / rates[v - 1]
+            );
+        }
+    }
+    println!("  ratio (idem / baseline): {:.3}", rates[N - 1] / rates[0]);
     Ok(())
 }
 
@@ -1100,16 +1155,27 @@ fn main() -> ExitCode {
             return redis_own_core(&rt, &script);
         }
         if wanted("memory") {
-            let (bare, idem) = rt.block_on(async {
+            // Between the two, the least any design claiming keys in
+            // process does: what idem costs beyond it is idem's own.
+            let (bare, naive, idem) = rt.block_on(async {
+                let naive = naive_router(Naive {
+                    app: app(),
+                    keys: MemoryKeys::default(),
+                });
                 (
                     idem_tests::serve(baseline::router(app())).await,
+                    idem_tests::serve(naive).await,
                     idem_tests::serve(router(app())).await,
                 )
             });
             compare(
                 "memory",
-                ["without idem", "with idem (MemoryStore)"],
-                [&bare, &idem],
+                [
+                    "without idem",
+                    "claim + record in a map",
+                    "with idem (MemoryStore)",
+                ],
+                [&bare, &naive, &idem],
                 &script,
                 None,
             )?;

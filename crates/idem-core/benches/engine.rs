@@ -2,13 +2,20 @@
 //! one run: a new key (begin + complete) and a replay (one begin). The
 //! `idem` cases build the call (key, scope, fingerprint) as a handler would;
 //! the `idem_call_built` cases leave that out, and measure the engine alone.
+//! The `naive_map` cases are the least any key-claiming design does, as the
+//! HTTP benchmark's baselines do on Redis and PostgreSQL: claim the key in a
+//! map under a lock, run, record the result's JSON under the key (no
+//! fingerprint, lease, fencing, expiry order or waking), with the key built
+//! outside the measurement: the floor under `idem_call_built`.
 //!
 //! `cargo bench -p idem-core --bench engine`
 
 #![allow(missing_docs)]
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
@@ -44,6 +51,46 @@ fn call(req: &Debit, key: &str) -> Call {
         IdempotencyKey::parse(key).expect("valid key"),
         Fingerprint::of("debit", req).expect("fingerprint"),
     )
+}
+
+/// The naive design's records: a key claimed (`None`) or recorded (`Some`).
+/// Cleared at a million keys, as the store's purge bounds its table.
+#[derive(Default)]
+struct NaiveMap(Mutex<HashMap<String, Option<Vec<u8>>>>);
+
+impl NaiveMap {
+    /// Claims `key`, or answers what it recorded (`Err(None)` while claimed).
+    fn claim(&self, key: &str) -> Result<(), Option<Vec<u8>>> {
+        let mut map = self.0.lock().expect("not poisoned");
+        if let Some(found) = map.get(key) {
+            return Err(found.clone());
+        }
+        if map.len() >= 1 << 20 {
+            map.clear();
+        }
+        map.insert(key.to_owned(), None);
+        Ok(())
+    }
+
+    fn record(&self, key: &str, bytes: Vec<u8>) {
+        if let Some(slot) = self.0.lock().expect("not poisoned").get_mut(key) {
+            *slot = Some(bytes);
+        }
+    }
+
+    /// The naive design's run: claim, run, record; a replay decodes.
+    async fn run(&self, key: &str, req: &Debit, n: u64) -> Result<Receipt, Never> {
+        match self.claim(key) {
+            Ok(()) => {
+                let result = operation(req, n).await;
+                let bytes = serde_json::to_vec(&result).expect("encodes");
+                self.record(key, bytes);
+                result
+            }
+            Err(Some(bytes)) => serde_json::from_slice(&bytes).expect("decodes"),
+            Err(None) => panic!("claimed twice in a sequential bench"),
+        }
+    }
 }
 
 fn engine_vs_bare(c: &mut Criterion) {
@@ -108,6 +155,20 @@ fn engine_vs_bare(c: &mut Criterion) {
             BatchSize::SmallInput,
         );
     });
+    let naive = NaiveMap::default();
+    new_key.bench_function("naive_map", |b| {
+        b.to_async(&rt).iter_batched(
+            || {
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                (format!("42:key-{n}"), n)
+            },
+            |(key, n)| {
+                let (naive, req) = (&naive, &req);
+                async move { black_box(naive.run(&key, req, n).await) }
+            },
+            BatchSize::SmallInput,
+        );
+    });
     new_key.finish();
 
     let replayed = call(&req, "replayed-key");
@@ -143,6 +204,13 @@ fn engine_vs_bare(c: &mut Criterion) {
             assert!(ran.is_replayed());
             black_box(ran)
         });
+    });
+    let replayed_key = "42:replayed-key";
+    rt.block_on(naive.run(replayed_key, &req, 0))
+        .expect("first run");
+    replay.bench_function("naive_map", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(naive.run(replayed_key, &req, 0).await) });
     });
     replay.finish();
 }
