@@ -39,23 +39,19 @@ use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
-use axum::http::request::Parts;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
 use idem_core::{Engine, MemoryStore, Policy};
 use idem_examples::payments::{
     invalid_account, invalid_amount, router, App, Debit, Ledger, MemoryLedger, PgLedger, Receipt,
-    RedisLedger, MAX_BODY,
+    RedisLedger,
 };
 use idem_postgres::PgStore;
 
 #[path = "common/baseline.rs"]
 mod baseline;
+#[path = "common/naive.rs"]
+mod naive;
 use idem_redis::RedisStore;
+use naive::{naive_router, MemoryKeys, Naive, NaiveKeys};
 
 const ROUNDS: usize = 7;
 const SECONDS: u32 = 4;
@@ -136,45 +132,6 @@ fn app_with(engine: Engine, ledger: Arc<dyn Ledger>) -> App {
     }
 }
 
-/// The two plain steps a baseline takes around the same debit, and nothing
-/// else (no fingerprint, no lease renewal, no replay): claim the key, record
-/// the response.
-trait NaiveKeys: Clone + Send + Sync + 'static {
-    /// `Ok(true)` if the key was free and is now claimed.
-    fn claim(&self, key: &str) -> impl std::future::Future<Output = Result<bool, String>> + Send;
-    /// Stores the response under the key.
-    fn record(
-        &self,
-        key: &str,
-        response: &[u8],
-    ) -> impl std::future::Future<Output = Result<(), String>> + Send;
-}
-
-/// Memory: a map under a lock, the key claimed with an empty slot and the
-/// response recorded in it. Nothing expires: the floor of any design that
-/// claims keys in process.
-#[derive(Clone, Default)]
-struct MemoryKeys(Arc<std::sync::Mutex<std::collections::HashMap<String, Option<Vec<u8>>>>>);
-
-impl NaiveKeys for MemoryKeys {
-    async fn claim(&self, key: &str) -> Result<bool, String> {
-        let mut map = self.0.lock().map_err(|e| e.to_string())?;
-        if map.contains_key(key) {
-            return Ok(false);
-        }
-        map.insert(key.to_owned(), None);
-        Ok(true)
-    }
-
-    async fn record(&self, key: &str, response: &[u8]) -> Result<(), String> {
-        let mut map = self.0.lock().map_err(|e| e.to_string())?;
-        if let Some(slot) = map.get_mut(key) {
-            *slot = Some(response.to_vec());
-        }
-        Ok(())
-    }
-}
-
 /// Redis: `SET key "" NX PX` to claim, `SET key response PX` to record.
 #[derive(Clone)]
 struct RedisKeys {
@@ -235,62 +192,6 @@ impl NaiveKeys for PgKeys {
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
-}
-
-#[derive(Clone)]
-struct Naive<K> {
-    app: App,
-    keys: K,
-}
-
-/// The baseline's key: the `Idempotency-Key` header's text, read in place
-/// (the header map is not copied).
-struct NaiveKey(String);
-
-impl<S: Sync> FromRequestParts<S> for NaiveKey {
-    type Rejection = StatusCode;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, StatusCode> {
-        parts
-            .headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(|k| Self(k.to_owned()))
-            .ok_or(StatusCode::BAD_REQUEST)
-    }
-}
-
-/// The baseline handler: the payments debit between a claim and a record.
-async fn naive_debit<K: NaiveKeys>(
-    State(n): State<Naive<K>>,
-    Path(id): Path<String>,
-    NaiveKey(key): NaiveKey,
-    Json(req): Json<Debit>,
-) -> Response {
-    let key = format!("{id}:{key}");
-    match n.keys.claim(&key).await {
-        Ok(true) => {}
-        Ok(false) => return StatusCode::CONFLICT.into_response(),
-        Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
-    }
-    let response = baseline::debit_once(&n.app, id, &req, key.clone()).await;
-    let (parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    if n.keys.record(&key, &bytes).await.is_err() {
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
-    }
-    Response::from_parts(parts, Body::from(bytes))
-}
-
-/// The baseline's debit route, with the layers the route without idem has.
-fn naive_router<K: NaiveKeys>(naive: Naive<K>) -> Router {
-    Router::new()
-        .route("/accounts/{id}/debits", post(naive_debit::<K>))
-        .with_state(naive)
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::map_response(idem_axum::problem_json))
 }
 
 /// The baseline and idem on Redis; with `replay_cache`, the store answers

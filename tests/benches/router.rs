@@ -2,6 +2,8 @@
 //! idem on `MemoryStore` beside the same route without idem, in one run: the
 //! CPU cost of the HTTP layer, the engine and the store per request, free of
 //! the network's noise. Every request carries a new key (begin, run, record).
+//! `debit_route` also runs the least design between the two (the key
+//! claimed in a map, the response recorded there: `common/naive.rs`).
 //!
 //! `cargo bench -p idem-tests --bench router`
 
@@ -20,6 +22,9 @@ use idem_examples::payments::{router, App, MemoryLedger};
 
 #[path = "common/baseline.rs"]
 mod baseline;
+#[path = "common/naive.rs"]
+mod naive;
+use naive::{naive_router, MemoryKeys, Naive};
 use tower::ServiceExt;
 
 fn app() -> App {
@@ -77,12 +82,23 @@ fn debit_route(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let (bare, idem) = rt.block_on(async { (baseline::router(app()), router(app())) });
+    let (bare, naive, idem) = rt.block_on(async {
+        let naive = naive_router(Naive {
+            app: app(),
+            keys: MemoryKeys::default(),
+        });
+        (baseline::router(app()), naive, router(app()))
+    });
     let counter = AtomicU64::new(0);
     let mut group = c.benchmark_group("debit_route");
     group.bench_function("without_idem", |b| {
         b.to_async(&rt)
             .iter(|| send(&bare, counter.fetch_add(1, Ordering::Relaxed)));
+    });
+    // The least design: claim the key in a map, debit, record the response.
+    group.bench_function("claim_record_in_a_map", |b| {
+        b.to_async(&rt)
+            .iter(|| send(&naive, counter.fetch_add(1, Ordering::Relaxed)));
     });
     group.bench_function("with_idem", |b| {
         b.to_async(&rt)
