@@ -1022,6 +1022,34 @@ fn run_pg_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String>
     compared
 }
 
+/// The memory run: the route without idem, the least design (the key
+/// claimed in a map, the response recorded there), and idem on
+/// `MemoryStore`: what idem costs beyond the least design is idem's own.
+fn run_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let (bare, naive, idem) = rt.block_on(async {
+        let naive = naive_router(Naive {
+            app: app(),
+            keys: MemoryKeys::default(),
+        });
+        (
+            idem_tests::serve(baseline::router(app())).await,
+            idem_tests::serve(naive).await,
+            idem_tests::serve(router(app())).await,
+        )
+    });
+    compare(
+        "memory",
+        [
+            "without idem",
+            "claim + record in a map",
+            "with idem (MemoryStore)",
+        ],
+        [&bare, &naive, &idem],
+        script,
+        None,
+    )
+}
+
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass other
     // flags: only run the load when asked to benchmark.
@@ -1059,30 +1087,7 @@ fn main() -> ExitCode {
             return redis_own_core(&rt, &script);
         }
         if wanted("memory") {
-            // Between the two, the least any design claiming keys in
-            // process does: what idem costs beyond it is idem's own.
-            let (bare, naive, idem) = rt.block_on(async {
-                let naive = naive_router(Naive {
-                    app: app(),
-                    keys: MemoryKeys::default(),
-                });
-                (
-                    idem_tests::serve(baseline::router(app())).await,
-                    idem_tests::serve(naive).await,
-                    idem_tests::serve(router(app())).await,
-                )
-            });
-            compare(
-                "memory",
-                [
-                    "without idem",
-                    "claim + record in a map",
-                    "with idem (MemoryStore)",
-                ],
-                [&bare, &naive, &idem],
-                &script,
-                None,
-            )?;
+            run_memory(&rt, &script)?;
         }
         if wanted("replay") {
             run_replay_pair(&rt, &replay_script)?;
