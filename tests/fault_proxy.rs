@@ -19,7 +19,10 @@ pub enum Fault {
     /// Passes it through.
     Pass,
     /// Passes the request through, waits for the server's answer, and
-    /// closes the client's side without it: the request ran.
+    /// closes the client's side without it: the request ran. On HTTP/2
+    /// (prior knowledge, as gRPC clients speak it) the connection's own
+    /// frames pass both ways, and the first header block the server sends
+    /// on a stream is where it closes.
     DropAnswer,
     /// Closes both sides before anything reaches the server.
     Reset,
@@ -87,11 +90,19 @@ async fn handle(mut client: TcpStream, target: std::net::SocketAddr, fault: Faul
             let Ok(mut server) = TcpStream::connect(target).await else {
                 return;
             };
-            // The request: read until the client has sent a whole one. A
-            // request is short here: its head and a small body, sent at once.
+            // The request: read until the client has sent a whole one (an
+            // HTTP/1.1 request is short here: its head and a small body,
+            // sent at once), or until it is HTTP/2's preface.
             let mut buf = vec![0u8; 64 * 1024];
             let mut request = Vec::new();
-            while !is_whole_request(&request) {
+            loop {
+                if request.starts_with(H2_PREFACE) {
+                    return drop_h2_answer(client, server, request).await;
+                }
+                let preface_so_far = H2_PREFACE.starts_with(&request);
+                if !preface_so_far && is_whole_request(&request) {
+                    break;
+                }
                 match client.read(&mut buf).await {
                     Ok(0) | Err(_) => return,
                     Ok(n) => request.extend_from_slice(&buf[..n]),
@@ -104,6 +115,62 @@ async fn handle(mut client: TcpStream, target: std::net::SocketAddr, fault: Faul
             let _ = server.read(&mut buf).await;
             drop(client);
         }
+    }
+}
+
+/// What an HTTP/2 client sends first (RFC 9113, section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// HTTP/2's frame type of a header block (RFC 9113, section 6.2).
+const HEADERS: u8 = 0x1;
+
+/// [`Fault::DropAnswer`] on an HTTP/2 connection: everything the client
+/// sends goes through, and the server's frames too (its settings, window
+/// updates, pings) until the first header block on a stream, the answer to
+/// a request that ran; then both connections close, that frame unsent.
+async fn drop_h2_answer(client: TcpStream, server: TcpStream, sent: Vec<u8>) {
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    if sw.write_all(&sent).await.is_err() {
+        return;
+    }
+    let up = async {
+        let _ = tokio::io::copy(&mut cr, &mut sw).await;
+    };
+    let down = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            // Whole frames: a 9-byte head (length, type, flags, stream),
+            // then the payload.
+            while pending.len() >= 9 {
+                let length = usize::from(pending[0]) << 16
+                    | usize::from(pending[1]) << 8
+                    | usize::from(pending[2]);
+                if pending.len() < 9 + length {
+                    break;
+                }
+                let stream = u32::from_be_bytes([pending[5], pending[6], pending[7], pending[8]])
+                    & 0x7fff_ffff;
+                if pending[3] == HEADERS && stream != 0 {
+                    return;
+                }
+                if cw.write_all(&pending[..9 + length]).await.is_err() {
+                    return;
+                }
+                pending.drain(..9 + length);
+            }
+            match sr.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    // The answer's frame seen (or either side gone): both connections close
+    // as this returns.
+    tokio::select! {
+        () = up => {}
+        () = down => {}
     }
 }
 

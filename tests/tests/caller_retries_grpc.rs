@@ -257,3 +257,77 @@ async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
         proxy.counts()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_whose_answer_the_network_drops_is_retried_and_answered_with_its_receipt() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let store = MemoryStore::new();
+    tokio::spawn(serve(
+        listener,
+        Engine::new(store.clone()),
+        Payments {
+            ledger: Arc::new(MemoryLedger::new(&store)),
+            debit_delay: Duration::ZERO,
+        },
+    ));
+    // Every call's first connection carries the debit to the server and
+    // loses its answer (the proxy reads HTTP/2's frames and closes when the
+    // server's header block for the call comes); the retry's connection
+    // passes.
+    let proxy =
+        idem_tests::fault_proxy::FaultProxy::start(addr, vec![Fault::DropAnswer, Fault::Pass])
+            .await;
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("address")
+        .connect()
+        .await
+        .expect("connect");
+    let mut direct = LedgerClient::new(
+        tower::ServiceBuilder::new()
+            .layer(GrpcIdempotencyLayer::new())
+            .service(channel),
+    );
+    let before = balance(&mut direct, "lea").await;
+    const DEBITS: u64 = 20;
+    for i in 0..DEBITS {
+        let channel = Channel::from_shared(proxy.url())
+            .expect("address")
+            .connect_lazy();
+        let layer = GrpcIdempotencyLayer::new().policy(
+            RetryPolicy::default()
+                .max_attempts(5)
+                .backoff(Duration::from_millis(1), Duration::from_millis(20)),
+        );
+        let mut client =
+            LedgerClient::new(tower::ServiceBuilder::new().layer(layer).service(channel));
+        let receipt = client
+            .debit(DebitRequest {
+                account: "lea".to_owned(),
+                amount: 1,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("debit {i} failed after its retries: {e:?}"));
+        let how = receipt
+            .extensions()
+            .get::<Idempotency>()
+            .cloned()
+            .expect("report");
+        assert_eq!(
+            how.attempts, 2,
+            "debit {i}: the lost answer, then its retry"
+        );
+        assert!(
+            how.replayed,
+            "debit {i}: the retry is answered with the first receipt"
+        );
+    }
+    assert_eq!(
+        before - balance(&mut direct, "lea").await,
+        DEBITS,
+        "each debit once, though each was sent twice: {:?}",
+        proxy.counts()
+    );
+}
