@@ -260,6 +260,7 @@ async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debit_whose_answer_the_network_drops_is_retried_and_answered_with_its_receipt() {
+    const DEBITS: u64 = 20;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
@@ -291,7 +292,6 @@ async fn a_debit_whose_answer_the_network_drops_is_retried_and_answered_with_its
             .service(channel),
     );
     let before = balance(&mut direct, "lea").await;
-    const DEBITS: u64 = 20;
     for i in 0..DEBITS {
         let channel = Channel::from_shared(proxy.url())
             .expect("address")
