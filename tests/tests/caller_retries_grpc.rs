@@ -180,8 +180,9 @@ async fn a_holder_frozen_after_its_grpc_debit_and_taken_over_debits_once() {
     assert!(matches!(first, Err(idem_core::Error::LeaseLost)));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
+/// The service on memory behind a fault proxy with `plan`, and a client
+/// straight to the service (no faults) to read balances with.
+async fn behind_faults(plan: Vec<Fault>) -> (idem_tests::fault_proxy::FaultProxy, Client) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
@@ -195,57 +196,67 @@ async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
             debit_delay: Duration::ZERO,
         },
     ));
-    let proxy = idem_tests::fault_proxy::FaultProxy::start(
-        addr,
-        vec![
-            Fault::Reset,
-            Fault::Pass,
-            Fault::Refuse,
-            Fault::Delay(Duration::from_millis(20)),
-            Fault::Reset,
-            Fault::Refuse,
-        ],
-    )
-    .await;
+    let proxy = idem_tests::fault_proxy::FaultProxy::start(addr, plan).await;
     let channel = Channel::from_shared(format!("http://{addr}"))
         .expect("address")
         .connect()
         .await
         .expect("connect");
-    let mut direct = LedgerClient::new(
+    let direct = LedgerClient::new(
         tower::ServiceBuilder::new()
             .layer(GrpcIdempotencyLayer::new())
             .service(channel),
     );
+    (proxy, direct)
+}
+
+/// Debits `account` by 1 through the proxy, on a connection of its own (so
+/// that the proxy's faults fall on calls: a failed attempt's retry connects
+/// again), with up to `attempts` attempts; the layer's report.
+async fn debit_through(
+    proxy: &idem_tests::fault_proxy::FaultProxy,
+    account: &str,
+    attempts: u32,
+) -> Idempotency {
+    let channel = Channel::from_shared(proxy.url())
+        .expect("address")
+        .connect_lazy();
+    let layer = GrpcIdempotencyLayer::new().policy(
+        RetryPolicy::default()
+            .max_attempts(attempts)
+            .backoff(Duration::from_millis(1), Duration::from_millis(20)),
+    );
+    let mut client = LedgerClient::new(tower::ServiceBuilder::new().layer(layer).service(channel));
+    let receipt = client
+        .debit(DebitRequest {
+            account: account.to_owned(),
+            amount: 1,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("a debit of {account} failed after its retries: {e:?}"));
+    receipt
+        .extensions()
+        .get::<Idempotency>()
+        .cloned()
+        .expect("the layer's report")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
+    let (proxy, mut direct) = behind_faults(vec![
+        Fault::Reset,
+        Fault::Pass,
+        Fault::Refuse,
+        Fault::Delay(Duration::from_millis(20)),
+        Fault::Reset,
+        Fault::Refuse,
+    ])
+    .await;
     let before = balance(&mut direct, "kai").await;
     let mut retried = 0;
-    for i in 0..100u64 {
-        // A connection of its own for each call, so that the proxy's faults
-        // fall on calls: a reset or refused connection fails the attempt,
-        // and the retry connects again.
-        let channel = Channel::from_shared(proxy.url())
-            .expect("address")
-            .connect_lazy();
-        let layer = GrpcIdempotencyLayer::new().policy(
-            RetryPolicy::default()
-                .max_attempts(20)
-                .backoff(Duration::from_millis(1), Duration::from_millis(20)),
-        );
-        let mut client =
-            LedgerClient::new(tower::ServiceBuilder::new().layer(layer).service(channel));
-        let receipt = client
-            .debit(DebitRequest {
-                account: "kai".to_owned(),
-                amount: 1,
-            })
-            .await
-            .unwrap_or_else(|e| panic!("debit {i} failed after its retries: {e:?}"));
-        let how = receipt
-            .extensions()
-            .get::<Idempotency>()
-            .cloned()
-            .expect("report");
-        if how.attempts > 1 {
+    for _ in 0..100u64 {
+        // A reset or refused connection fails the attempt.
+        if debit_through(&proxy, "kai", 20).await.attempts > 1 {
             retried += 1;
         }
     }
@@ -261,60 +272,14 @@ async fn debits_over_connections_reset_refused_and_delayed_each_happen_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debit_whose_answer_the_network_drops_is_retried_and_answered_with_its_receipt() {
     const DEBITS: u64 = 20;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let addr = listener.local_addr().expect("local address");
-    let store = MemoryStore::new();
-    tokio::spawn(serve(
-        listener,
-        Engine::new(store.clone()),
-        Payments {
-            ledger: Arc::new(MemoryLedger::new(&store)),
-            debit_delay: Duration::ZERO,
-        },
-    ));
     // Every call's first connection carries the debit to the server and
     // loses its answer (the proxy reads HTTP/2's frames and closes when the
     // server's header block for the call comes); the retry's connection
     // passes.
-    let proxy =
-        idem_tests::fault_proxy::FaultProxy::start(addr, vec![Fault::DropAnswer, Fault::Pass])
-            .await;
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .expect("address")
-        .connect()
-        .await
-        .expect("connect");
-    let mut direct = LedgerClient::new(
-        tower::ServiceBuilder::new()
-            .layer(GrpcIdempotencyLayer::new())
-            .service(channel),
-    );
+    let (proxy, mut direct) = behind_faults(vec![Fault::DropAnswer, Fault::Pass]).await;
     let before = balance(&mut direct, "lea").await;
     for i in 0..DEBITS {
-        let channel = Channel::from_shared(proxy.url())
-            .expect("address")
-            .connect_lazy();
-        let layer = GrpcIdempotencyLayer::new().policy(
-            RetryPolicy::default()
-                .max_attempts(5)
-                .backoff(Duration::from_millis(1), Duration::from_millis(20)),
-        );
-        let mut client =
-            LedgerClient::new(tower::ServiceBuilder::new().layer(layer).service(channel));
-        let receipt = client
-            .debit(DebitRequest {
-                account: "lea".to_owned(),
-                amount: 1,
-            })
-            .await
-            .unwrap_or_else(|e| panic!("debit {i} failed after its retries: {e:?}"));
-        let how = receipt
-            .extensions()
-            .get::<Idempotency>()
-            .cloned()
-            .expect("report");
+        let how = debit_through(&proxy, "lea", 5).await;
         assert_eq!(
             how.attempts, 2,
             "debit {i}: the lost answer, then its retry"
