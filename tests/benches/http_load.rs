@@ -25,7 +25,8 @@
 //!
 //! `-- replay` and `-- redis-replay` record 500 requests first and then
 //! send only those: every request idem answers is a replay (on memory, or
-//! on Redis), against the bare route running a debit each time;
+//! on Redis), against the bare route running a debit each time (and, on
+//! memory, the least design answering with the body it recorded);
 //! `-- redis-replay-cached` the same with the store's replay cache
 //! (`RedisStore::with_replay_cache`). Every
 //! round reports the median and 99th percentile latency beside its rate.
@@ -163,14 +164,25 @@ impl NaiveKeys for RedisKeys {
             .await
             .map_err(|e| e.to_string())
     }
+
+    async fn recorded(&self, key: &str) -> Result<Option<bytes::Bytes>, String> {
+        let value: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(format!("{}{key}", self.prefix))
+            .query_async(&mut self.redis.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(value.filter(|v| !v.is_empty()).map(bytes::Bytes::from))
+    }
 }
 
-/// PostgreSQL: `INSERT ... ON CONFLICT DO NOTHING` to claim, `UPDATE` to record.
+/// PostgreSQL: `INSERT ... ON CONFLICT DO NOTHING` to claim, `UPDATE` to
+/// record, `SELECT` to replay.
 #[derive(Clone)]
 struct PgKeys {
     pool: sqlx::PgPool,
     claim_sql: Arc<str>,
     record_sql: Arc<str>,
+    recorded_sql: Arc<str>,
 }
 
 impl NaiveKeys for PgKeys {
@@ -191,6 +203,16 @@ impl NaiveKeys for PgKeys {
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())
+    }
+
+    async fn recorded(&self, key: &str) -> Result<Option<bytes::Bytes>, String> {
+        let row: Option<(Option<Vec<u8>>,)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(Arc::clone(&self.recorded_sql)))
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| e.to_string())?;
+        Ok(row.and_then(|(r,)| r).map(bytes::Bytes::from))
     }
 }
 
@@ -420,6 +442,7 @@ async fn pg_pair() -> Result<(String, String, Vec<String>), String> {
             claim_sql: format!("INSERT INTO {keys} (key) VALUES ($1) ON CONFLICT DO NOTHING")
                 .into(),
             record_sql: format!("UPDATE {keys} SET response = $2 WHERE key = $1").into(),
+            recorded_sql: format!("SELECT response FROM {keys} WHERE key = $1").into(),
         },
     });
     Ok((
@@ -762,17 +785,27 @@ fn run_redis_pair(rt: &tokio::runtime::Runtime, label: &str, script: &str) -> Re
 
 /// The bare route against idem on memory answering replays only.
 fn run_replay_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
-    let (bare, idem) = rt.block_on(async {
-        let pair = (
+    let (bare, naive, idem) = rt.block_on(async {
+        let naive = naive_router(Naive {
+            app: app(),
+            keys: MemoryKeys::default(),
+        });
+        let three = (
             idem_tests::serve(baseline::router(app())).await,
+            idem_tests::serve(naive).await,
             idem_tests::serve(router(app())).await,
         );
-        record_replays(&pair.1).await.map(|()| pair)
+        record_replays(&three.1).await?;
+        record_replays(&three.2).await.map(|()| three)
     })?;
     compare(
         "replay",
-        ["without idem (a debit)", "with idem (a replay)"],
-        [&bare, &idem],
+        [
+            "without idem (a debit)",
+            "a map's recorded body",
+            "with idem (a replay)",
+        ],
+        [&bare, &naive, &idem],
         script,
         None,
     )

@@ -116,19 +116,29 @@ fn replay_route(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let (bare, idem) = rt.block_on(async {
+    let (bare, naive, idem) = rt.block_on(async {
         // Recorded for the whole run.
         let idem = router(app_with_ttl(Duration::from_secs(3600)));
+        let naive = naive_router(Naive {
+            app: app(),
+            keys: MemoryKeys::default(),
+        });
         for n in 0..500 {
             send_retry(&idem, n).await;
+            send_retry(&naive, n).await;
         }
-        (baseline::router(app()), idem)
+        (baseline::router(app()), naive, idem)
     });
     let counter = AtomicU64::new(0);
     let mut group = c.benchmark_group("replay_route");
     group.bench_function("without_idem", |b| {
         b.to_async(&rt)
             .iter(|| send_retry(&bare, counter.fetch_add(1, Ordering::Relaxed)));
+    });
+    // The least design's retry: the body it recorded, from its map.
+    group.bench_function("claim_record_in_a_map", |b| {
+        b.to_async(&rt)
+            .iter(|| send_retry(&naive, counter.fetch_add(1, Ordering::Relaxed)));
     });
     group.bench_function("with_idem", |b| {
         b.to_async(&rt)

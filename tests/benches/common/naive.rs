@@ -9,24 +9,28 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use bytes::Bytes;
 use idem_examples::payments::{App, Debit, MAX_BODY};
 
 use crate::baseline;
 
-/// The two plain steps a baseline takes around the same debit, and nothing
-/// else (no fingerprint, no lease renewal, no replay): claim the key, record
-/// the response.
+/// The plain steps a baseline takes around the same debit, and nothing
+/// else (no fingerprint, no lease renewal): claim the key, record the
+/// response's body; a retry gets that body back.
 pub(crate) trait NaiveKeys: Clone + Send + Sync + 'static {
     /// `Ok(true)` if the key was free and is now claimed.
     fn claim(&self, key: &str) -> impl Future<Output = Result<bool, String>> + Send;
     /// Stores the response under the key.
     fn record(&self, key: &str, response: &[u8])
         -> impl Future<Output = Result<(), String>> + Send;
+    /// What is recorded under a claimed key (`None` while it runs).
+    fn recorded(&self, key: &str) -> impl Future<Output = Result<Option<Bytes>, String>> + Send;
 }
 
 /// Memory: a map under a lock, the key claimed with an empty slot and the
@@ -34,7 +38,7 @@ pub(crate) trait NaiveKeys: Clone + Send + Sync + 'static {
 /// process. Nothing expires; the map is emptied at a million keys, as idem's
 /// purge bounds its store's table in a long run.
 #[derive(Clone, Default)]
-pub(crate) struct MemoryKeys(Arc<Mutex<HashMap<String, Option<Vec<u8>>>>>);
+pub(crate) struct MemoryKeys(Arc<Mutex<HashMap<String, Option<Bytes>>>>);
 
 impl NaiveKeys for MemoryKeys {
     async fn claim(&self, key: &str) -> Result<bool, String> {
@@ -52,9 +56,14 @@ impl NaiveKeys for MemoryKeys {
     async fn record(&self, key: &str, response: &[u8]) -> Result<(), String> {
         let mut map = self.0.lock().map_err(|e| e.to_string())?;
         if let Some(slot) = map.get_mut(key) {
-            *slot = Some(response.to_vec());
+            *slot = Some(Bytes::copy_from_slice(response));
         }
         Ok(())
+    }
+
+    async fn recorded(&self, key: &str) -> Result<Option<Bytes>, String> {
+        let map = self.0.lock().map_err(|e| e.to_string())?;
+        Ok(map.get(key).cloned().flatten())
     }
 }
 
@@ -82,7 +91,9 @@ impl<S: Sync> FromRequestParts<S> for NaiveKey {
     }
 }
 
-/// The baseline handler: the payments debit between a claim and a record.
+/// The baseline handler: the payments debit between a claim and a record;
+/// a retry of a recorded debit gets its body back (as 201 JSON: the naive
+/// design records no status or headers).
 async fn naive_debit<K: NaiveKeys>(
     State(n): State<Naive<K>>,
     Path(id): Path<String>,
@@ -92,7 +103,18 @@ async fn naive_debit<K: NaiveKeys>(
     let key = format!("{id}:{key}");
     match n.keys.claim(&key).await {
         Ok(true) => {}
-        Ok(false) => return StatusCode::CONFLICT.into_response(),
+        Ok(false) => {
+            return match n.keys.recorded(&key).await {
+                Ok(Some(body)) => (
+                    StatusCode::CREATED,
+                    [(CONTENT_TYPE, "application/json")],
+                    body,
+                )
+                    .into_response(),
+                Ok(None) => StatusCode::CONFLICT.into_response(),
+                Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+            }
+        }
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
     let response = baseline::debit_once(&n.app, id, &req, key.clone()).await;
