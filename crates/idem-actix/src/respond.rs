@@ -1,5 +1,5 @@
 //! The answer pipeline for actix-web: [`Answers`], actix-web's answers as
-//! [`idem_http::answer`] handles them, and `respond`, which runs a handler
+//! [`idem_http::start`] and [`idem_http::answer_claimed`] handle them, and `respond`, which runs a handler
 //! through it. The middleware and the attribute's handlers both answer
 //! through here.
 
@@ -14,7 +14,7 @@ use actix_web::HttpResponse;
 use idem_core::{Call, Claim, Engine, Outcome};
 use idem_http::{
     buffer_body, BufferedBody, Detached, Framework, Problem, RecordedResponse, Recording, Settings,
-    Unreadable,
+    Started, Unreadable,
 };
 
 use crate::body::{FromActix, ToActix};
@@ -87,25 +87,33 @@ impl Framework for Answers {
     }
 }
 
-/// Runs `op` through `engine` for `call` ([`idem_http::answer`]), recording
-/// its answer, and answers with it, a replay, or a problem.
+/// Runs `op` through `engine` for `call` ([`idem_http::start`], then
+/// [`idem_http::answer_claimed`]), recording its answer, and answers with
+/// it, a replay, or a problem.
 ///
-/// Everything from the claim on is [`Detached`]: if actix-web drops the
-/// request (the client hung up), the rest runs on a task of the worker's own
-/// and its answer is recorded, so the retry gets the replay, never a second
-/// execution. A client that went away before the handler started (while
-/// the claim was being taken) has its claim released instead: nothing ran,
-/// and the retry runs it. A handler that panics answers 500; its claim is
-/// kept until the lease ends.
+/// The claim is taken in the request's own task, where a replay or a
+/// refusal is answered; a client that went away meanwhile has a claim that
+/// lands released (nothing ran; the retry runs it). Everything from the
+/// claim on is [`Detached`]: if actix-web drops the request (the client
+/// hung up), the rest runs on a task of the worker's own and its answer is
+/// recorded, so the retry gets the replay, never a second execution.
+/// Dropped before the handler started, the claim is released instead. A
+/// handler that panics answers 500; its claim is kept until the lease ends.
 pub(crate) async fn respond<F, Fut>(engine: Engine, call: Call, settings: Settings, op: F) -> Answer
 where
     F: FnOnce(Claim) -> Fut + 'static,
     Fut: Future<Output = Answer> + 'static,
 {
     let answers = Answers(settings);
+    let claimed = match idem_http::start(&answers, &engine, &call).await {
+        Started::Answered(answer) => return answer,
+        Started::Claimed(claimed) => claimed,
+    };
     let record = *call.record_id();
     Detached::new(
-        |gone| async move { idem_http::answer(&answers, settings, &engine, &call, op, gone).await },
+        |gone| async move {
+            idem_http::answer_claimed(&answers, settings, &engine, &call, claimed, op, gone).await
+        },
         spawn_on_worker,
     )
     .await

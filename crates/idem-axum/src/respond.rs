@@ -1,6 +1,6 @@
 //! The answer pipeline for axum: [`Answers`], axum's answers as
-//! [`idem_http::answer`] handles them, and `respond`, which runs a handler
-//! through it.
+//! [`idem_http::start`] and [`idem_http::answer_claimed`] handle them, and
+//! `respond`, which runs a handler through them.
 
 use std::future::Future;
 
@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use idem_core::{Call, Claim, Engine, Outcome};
 use idem_http::{
     buffer_body, spawn_on_tokio, BufferedBody, Detached, Framework, RecordedResponse, Recording,
-    Settings, Unreadable,
+    Settings, Started, Unreadable,
 };
 
 use crate::problem::Problem;
@@ -56,18 +56,21 @@ impl Framework for Answers {
     }
 }
 
-/// Runs `handler` through the engine for `call` ([`idem_http::answer`]), and
-/// answers with the handler's response, a replay, or a problem.
+/// Runs `handler` through the engine for `call` ([`idem_http::start`], then
+/// [`idem_http::answer_claimed`]), and answers with the handler's response,
+/// a replay, or a problem.
 ///
-/// Everything from the claim on is [`Detached`]: driven in the connection's
-/// own task, and, if that task drops it (the client hung up, or a timeout
-/// layer above gave up), handed whole to a task of its own. The handler is
-/// never cancelled half-way: it runs to its end and its response is recorded
-/// whether or not anyone still listens, so the retry gets the replay (or 409
-/// while it still runs), never a second execution. A client that went away
-/// before the handler started (while the claim was being taken) has its
-/// claim released instead: nothing ran, and the retry runs it. A handler
-/// that panics answers 500; its claim is kept until the lease ends.
+/// The claim is taken in the connection's own task: a replay or a refusal
+/// is answered there, and a client that went away meanwhile has a claim
+/// that lands released (nothing ran; the retry runs it). Everything from
+/// the claim on is [`Detached`]: driven in the connection's own task, and,
+/// if that task drops it (the client hung up, or a timeout layer above gave
+/// up), handed whole to a task of its own. The handler is never cancelled
+/// half-way: it runs to its end and its response is recorded whether or not
+/// anyone still listens, so the retry gets the replay (or 409 while it
+/// still runs), never a second execution. Dropped before the handler
+/// started, the claim is released instead. A handler that panics answers
+/// 500; its claim is kept until the lease ends.
 pub(crate) async fn respond<F, Fut, R>(
     engine: Engine,
     call: Call,
@@ -80,10 +83,17 @@ where
     R: IntoResponse,
 {
     let answers = Answers(settings);
+    let claimed = match idem_http::start(&answers, &engine, &call).await {
+        Started::Answered(answer) => return answer,
+        Started::Claimed(claimed) => claimed,
+    };
     let record = *call.record_id();
     let handler = |claim| async move { handler(claim).await.into_response() };
     Detached::new(
-        |gone| async move { idem_http::answer(&answers, settings, &engine, &call, handler, gone).await },
+        |gone| async move {
+            idem_http::answer_claimed(&answers, settings, &engine, &call, claimed, handler, gone)
+                .await
+        },
         spawn_on_tokio,
     )
     .await

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::call::Call;
 use crate::claim::Claim;
+use crate::claimed::{Begun, Claimed};
 use crate::completion::{Completion, Execution};
 use crate::error::Error;
 use crate::failure::Failure;
@@ -216,17 +217,85 @@ impl Engine {
         F: FnOnce(Claim) -> Fut,
         Fut: Future<Output = Completion<T>>,
     {
+        let (lease, lease_len, ttl) = match self.claim_or_replay(call).await? {
+            Ok(claim) => claim,
+            Err(outcome) => return Ok(Execution::Replayed(outcome)),
+        };
+        let held = Held::new(Arc::clone(&self.store), call, lease, lease_len, ttl);
+        run_held(held, op).await
+    }
+
+    /// The first step of [`execute`](Self::execute) on its own: the claim
+    /// for `call`, or its recorded outcome if it had run (after waiting for
+    /// a duplicate in flight, as the policy says). Run the operation under
+    /// the claim with [`execute_claimed`](Self::execute_claimed), which may
+    /// be elsewhere: an HTTP adapter takes the claim in the request's task
+    /// and hands only a claimed call to a task that outlives its client, so
+    /// that a replay or a refusal never pays for that.
+    ///
+    /// If the returned future is dropped while the claim is being taken, a
+    /// claim that lands is released at once. A [`Claimed`] dropped without
+    /// being run under is released too: nothing ran.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Self::execute) before its operation runs:
+    /// [`Error::Mismatch`], [`Error::InFlight`], [`Error::Store`].
+    pub async fn begin(&self, call: &Call) -> Result<Begun, Error> {
+        Ok(match self.claim_or_replay(call).await? {
+            Ok((lease, lease_len, ttl)) => Begun::Claimed(Claimed {
+                store: Arc::clone(&self.store),
+                id: call.id,
+                scope: call.scope.clone(),
+                lease,
+                lease_len,
+                ttl,
+                armed: true,
+            }),
+            Err(outcome) => Begun::Replayed(outcome),
+        })
+    }
+
+    /// The rest of [`execute`](Self::execute) once [`begin`](Self::begin)
+    /// claimed `call`: runs `op` under `claimed` and settles the claim as
+    /// its completion says, exactly as `execute` does from there.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Self::execute) once its operation runs, and
+    /// [`Error::LeaseLost`] at once (the claim released) if `claimed` was
+    /// taken for another call.
+    pub async fn execute_claimed<T, F, Fut>(
+        &self,
+        call: &Call,
+        claimed: Claimed,
+        op: F,
+    ) -> Result<Execution<T>, Error>
+    where
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = Completion<T>>,
+    {
+        if claimed.id != call.id {
+            tracing::error!(target: "idem", scope = %call.scope, record = %call.id, claimed = %claimed.id, "a claim was run under another call than the one it was taken for; it is released and nothing runs");
+            return Err(Error::LeaseLost);
+        }
+        let (store, lease, lease_len, ttl) = claimed.disarm();
+        run_held(Held::new(store, call, lease, lease_len, ttl), op).await
+    }
+
+    /// The claim for `call` (its lease, the lease's length and the record's
+    /// lifetime under the call's policy), or its recorded outcome.
+    async fn claim_or_replay(
+        &self,
+        call: &Call,
+    ) -> Result<Result<(Lease, Duration, Duration), Outcome>, Error> {
         let policy = call.overrides.apply(&self.policy);
         let (ttl, lease_len) = (policy.ttl_value(), policy.lease_value());
         let on_in_flight = policy.on_in_flight_value();
-        let lease = match self.acquire(call, lease_len, on_in_flight).await? {
-            Acquire::Lease(lease) => lease,
-            Acquire::Replay(outcome) => return Ok(Execution::Replayed(outcome)),
-        };
-
-        let mut held = Held::new(Arc::clone(&self.store), call, lease, lease_len, ttl);
-        let completion = held.run(op).await;
-        held.settle(completion).await
+        Ok(match self.acquire(call, lease_len, on_in_flight).await? {
+            Acquire::Lease(lease) => Ok((lease, lease_len, ttl)),
+            Acquire::Replay(outcome) => Err(outcome),
+        })
     }
 
     async fn acquire(
@@ -295,6 +364,16 @@ impl Engine {
             }
         }
     }
+}
+
+/// Runs `op` under `held` and settles the claim as its completion says.
+async fn run_held<T, F, Fut>(mut held: Held<'_>, op: F) -> Result<Execution<T>, Error>
+where
+    F: FnOnce(Claim) -> Fut,
+    Fut: Future<Output = Completion<T>>,
+{
+    let completion = held.run(op).await;
+    held.settle(completion).await
 }
 
 enum Acquire {

@@ -63,6 +63,7 @@
 mod call;
 mod canonical;
 mod claim;
+mod claimed;
 mod commit;
 mod completion;
 mod digest;
@@ -90,6 +91,7 @@ pub mod waiters;
 
 pub use call::Call;
 pub use claim::Claim;
+pub use claimed::{Begun, Claimed};
 pub use commit::CommitError;
 pub use completion::{Completion, Execution};
 pub use digest::{Digest, DigestKind};

@@ -32,7 +32,7 @@ pub use detached::{spawn_on_tokio, CallerGone, Detached};
 pub use fingerprint::{add_body, request_fingerprint};
 pub use framework::{Framework, Recording};
 pub use headers::{is_json, key_from_values, KeyHeaderError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
-pub use pipeline::{answer, commit_answer, panicked};
+pub use pipeline::{answer, answer_claimed, commit_answer, panicked, start, Started};
 pub use problem::{not_recorded, Problem};
 pub use problem_kind::{problem_body, ProblemKind, PROBLEM_TYPE_PREFIX};
 pub use record::{decode, encode, encode_with_trailers, RecordedResponse, Unreadable};

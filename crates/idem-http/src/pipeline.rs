@@ -6,7 +6,10 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-use idem_core::{Call, Claim, CommitError, Completion, Engine, Execution, StoreTransaction};
+use idem_core::{
+    Begun, Call, Claim, Claimed, CommitError, Completion, Engine, Execution, Outcome,
+    StoreTransaction,
+};
 
 use crate::framework::{Framework, Recording};
 use crate::headers::IDEMPOTENT_REPLAYED;
@@ -36,8 +39,11 @@ use crate::CallerGone;
 ///   over, inside it ([`Claim::commit`]);
 /// - a replay gets the `Idempotent-Replayed: true` mark.
 ///
-/// Run it inside a [`Detached`](crate::Detached), which keeps a handler that
-/// holds a claim from being cancelled half-way.
+/// Both steps in one: [`start`], then [`answer_claimed`]. Run it inside a
+/// [`Detached`](crate::Detached), which keeps a handler that holds a claim
+/// from being cancelled half-way; the adapters instead take the first step
+/// in the request's own task and detach only the second, so that a replay
+/// or a refusal allocates nothing to outlive its client.
 pub async fn answer<F, H, Fut>(
     framework: &F,
     settings: Settings,
@@ -51,8 +57,61 @@ where
     H: FnOnce(Claim) -> Fut,
     Fut: Future<Output = F::Answer>,
 {
+    match start(framework, engine, call).await {
+        Started::Answered(answer) => answer,
+        Started::Claimed(claimed) => {
+            answer_claimed(framework, settings, engine, call, claimed, handler, gone).await
+        }
+    }
+}
+
+/// What [`start`] found for a call: its answer already, or its claim.
+#[derive(Debug)]
+pub enum Started<A> {
+    /// The answer without running anything: the replay of the recorded
+    /// answer (marked `Idempotent-Replayed: true`), or the problem (the key
+    /// reused for another request, the call in flight, the store down).
+    Answered(A),
+    /// The claim, to run the handler under with [`answer_claimed`].
+    Claimed(Claimed),
+}
+
+/// The pipeline's first step, in the request's own task: takes the claim
+/// for `call` ([`Engine::begin`]), or answers a retry with its record, or
+/// answers the problem. Dropped while the claim is being taken, a claim that
+/// lands is released: nothing ran.
+pub async fn start<F: Framework>(
+    framework: &F,
+    engine: &Engine,
+    call: &Call,
+) -> Started<F::Answer> {
+    match engine.begin(call).await {
+        Ok(Begun::Claimed(claimed)) => Started::Claimed(claimed),
+        Ok(Begun::Replayed(outcome)) => Started::Answered(replay(framework, call, &outcome)),
+        Err(e) => Started::Answered(framework.problem(&Problem::for_error(&e))),
+    }
+}
+
+/// The pipeline's second step: runs `handler` under `claimed` (the claim
+/// [`start`] took for `call`) and answers with what it answered, recorded
+/// for retries as the steps above say. Run it inside a
+/// [`Detached`](crate::Detached).
+pub async fn answer_claimed<F, H, Fut>(
+    framework: &F,
+    settings: Settings,
+    engine: &Engine,
+    call: &Call,
+    claimed: Claimed,
+    handler: H,
+    gone: CallerGone,
+) -> F::Answer
+where
+    F: Framework,
+    H: FnOnce(Claim) -> Fut,
+    Fut: Future<Output = F::Answer>,
+{
     let result = engine
-        .execute(call, |claim| async move {
+        .execute_claimed(call, claimed, |claim| async move {
             if gone.before_start() {
                 // Nobody waits for this answer, and nothing has run.
                 return Completion::Release(framework.nobody());
@@ -106,23 +165,26 @@ where
         .await;
     match result {
         Ok(Execution::Executed(answer)) => answer,
-        Ok(Execution::Replayed(outcome)) => {
-            let replayed = decode(&outcome).and_then(|mut recorded| {
-                recorded
-                    .headers
-                    .retain(|(name, _)| !name.eq_ignore_ascii_case(IDEMPOTENT_REPLAYED));
-                recorded
-                    .headers
-                    .push((IDEMPOTENT_REPLAYED.to_owned(), Bytes::from_static(b"true")));
-                framework.replay(recorded)
-            });
-            replayed.unwrap_or_else(|e| {
-                tracing::error!(target: "idem", record = %call.record_id(), part = e.0, "recorded response cannot be decoded");
-                framework.problem(&Problem::replay_unreadable())
-            })
-        }
+        Ok(Execution::Replayed(outcome)) => replay(framework, call, &outcome),
         Err(e) => framework.problem(&Problem::for_error(&e)),
     }
+}
+
+/// A retry's answer: the recorded one, marked `Idempotent-Replayed: true`.
+fn replay<F: Framework>(framework: &F, call: &Call, outcome: &Outcome) -> F::Answer {
+    let replayed = decode(outcome).and_then(|mut recorded| {
+        recorded
+            .headers
+            .retain(|(name, _)| !name.eq_ignore_ascii_case(IDEMPOTENT_REPLAYED));
+        recorded
+            .headers
+            .push((IDEMPOTENT_REPLAYED.to_owned(), Bytes::from_static(b"true")));
+        framework.replay(recorded)
+    });
+    replayed.unwrap_or_else(|e| {
+        tracing::error!(target: "idem", record = %call.record_id(), part = e.0, "recorded response cannot be decoded");
+        framework.problem(&Problem::replay_unreadable())
+    })
 }
 
 /// The answer of a handler that panicked (its [`Detached`](crate::Detached)

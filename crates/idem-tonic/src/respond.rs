@@ -1,5 +1,5 @@
 //! The answer pipeline for tonic: [`Answers`], a gRPC server's answers as
-//! [`idem_http::answer`] handles them. A recorded call is its headers, its
+//! [`idem_http::start`] and [`idem_http::answer_claimed`] handle them. A recorded call is its headers, its
 //! message frames as sent, and its trailers with the final status, read
 //! back byte for byte.
 

@@ -14,7 +14,7 @@ use http_body_util::Full;
 use idem_core::{Call, Claim, Engine, Fingerprint, IdempotencyKey};
 use idem_http::{
     key_from_values, read_request_body, spawn_on_tokio, Coverage, Detached, Idempotency, Problem,
-    ProblemKind, Settings, TowerAdapter,
+    ProblemKind, Settings, Started, TowerAdapter,
 };
 use tonic::body::Body;
 use tower_service::Service;
@@ -124,10 +124,22 @@ where
         inner.call(request).await.map(|r| r.map(Body::new))
     };
     let record = *call.record_id();
-    let answered = Detached::new(
-        |gone| async move { idem_http::answer(&answers, settings, &engine, &call, method, gone).await },
-        spawn_on_tokio,
-    );
+    // The claim is taken here (a replay or a refusal answered without
+    // anything detached); only the method's run under it is detached.
+    let answered = async move {
+        let claimed = match idem_http::start(&answers, &engine, &call).await {
+            Started::Answered(answer) => return Some(answer),
+            Started::Claimed(claimed) => claimed,
+        };
+        Detached::new(
+            |gone| async move {
+                idem_http::answer_claimed(&answers, settings, &engine, &call, claimed, method, gone)
+                    .await
+            },
+            spawn_on_tokio,
+        )
+        .await
+    };
     let answered = match deadline {
         None => answered.await,
         Some(at) => {

@@ -1,0 +1,83 @@
+//! `Begun` and `Claimed`: the first step of a call on its own, the claim
+//! taken (or the answer without one), for callers that run the operation
+//! somewhere else than where they took the claim.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::key::{RecordId, Scope};
+use crate::settle::{settle_later, Settle};
+use crate::store::{Lease, Outcome, Store};
+
+/// What [`Engine::begin`](crate::Engine::begin) found: a retry's recorded
+/// outcome, or the claim for this call.
+#[derive(Debug)]
+pub enum Begun {
+    /// The call had run: its recorded outcome, for the caller to decode.
+    Replayed(Outcome),
+    /// The claim is this call's: run the operation under it with
+    /// [`Engine::execute_claimed`](crate::Engine::execute_claimed).
+    Claimed(Claimed),
+}
+
+/// A claim taken for one call and not yet run under.
+///
+/// Hand it to [`Engine::execute_claimed`](crate::Engine::execute_claimed)
+/// with the same call. Dropped instead, it is released in the background (on
+/// the current tokio runtime): nothing ran under it, so a retry runs the
+/// call. Outside a runtime it ends with its lease.
+pub struct Claimed {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) id: RecordId,
+    pub(crate) scope: Scope,
+    pub(crate) lease: Lease,
+    pub(crate) lease_len: Duration,
+    pub(crate) ttl: Duration,
+    /// Whether dropping it releases the claim (not once it is run under).
+    pub(crate) armed: bool,
+}
+
+impl Claimed {
+    /// The fencing token of the claim.
+    pub fn fencing_token(&self) -> crate::FencingToken {
+        self.lease.token
+    }
+
+    /// Hands the claim over to its holder: dropping it no longer releases.
+    pub(crate) fn disarm(mut self) -> (Arc<dyn Store>, Lease, Duration, Duration) {
+        self.armed = false;
+        (
+            Arc::clone(&self.store),
+            self.lease,
+            self.lease_len,
+            self.ttl,
+        )
+    }
+}
+
+impl fmt::Debug for Claimed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Claimed")
+            .field("record", &self.id)
+            .field("token", &self.lease.token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, token = self.lease.token.0, decision = "releasing_unused_claim", "a claim was dropped before anything ran under it; it is released");
+        settle_later(
+            Arc::clone(&self.store),
+            self.id,
+            self.lease,
+            Settle::Release,
+            std::mem::take(&mut self.scope),
+            Duration::ZERO,
+        );
+    }
+}
