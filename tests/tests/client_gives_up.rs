@@ -281,3 +281,74 @@ async fn a_handler_that_panics_after_charging_is_not_run_again_while_its_lease_l
     );
     assert_eq!(charges.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+/// Sends a debit of 1 for `key` on a raw socket and reads its whole answer.
+async fn debit_and_read(addr: &str, path: &str, key: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let body = r#"{"amount":1}"#;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nidempotency-key: {key}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    socket
+        .write_all(request.as_bytes())
+        .await
+        .expect("write the request");
+    let mut answer = Vec::new();
+    socket.read_to_end(&mut answer).await.expect("the answer");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_whose_client_hangs_up_while_it_waits_leaves_nothing_running() {
+    // The first debit takes 3 s; its duplicate waits for it (the policy
+    // waits up to 10 s) and its client hangs up after 100 ms. Nothing has
+    // run for the duplicate, so nothing of it may outlive its client: no
+    // task waiting on for nobody.
+    let store = idem_core::MemoryStore::new();
+    let engine = Engine::new(store.clone()).with_policy(idem_core::Policy::default().on_in_flight(
+        idem_core::OnInFlight::Wait {
+            max: Duration::from_secs(10),
+        },
+    ));
+    let app = App {
+        engine,
+        ledger: Arc::new(MemoryLedger::new(&store)),
+        debit_delay: Duration::from_secs(3),
+        provider: None,
+    };
+    let base = serve(router(app)).await;
+    let addr = base.trim_start_matches("http://").to_owned();
+    let path = "/accounts/mia/debits";
+    let first = {
+        let addr = addr.clone();
+        tokio::spawn(async move { debit_and_read(&addr, path, "wait-1").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    send_and_hang_up(
+        &addr,
+        path,
+        "wait-1",
+        Duration::from_millis(100),
+        HangUp::Reset,
+    )
+    .await;
+    // The server sees the hang-up and drops the duplicate's request.
+    let settled = tokio::time::Instant::now() + Duration::from_millis(1500);
+    let mut alive = metrics.num_alive_tasks();
+    while alive > before && tokio::time::Instant::now() < settled {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        alive = metrics.num_alive_tasks();
+    }
+    assert!(
+        alive <= before,
+        "{alive} tasks alive after the duplicate's client hung up, {before} before it came: \
+         its wait went on for nobody"
+    );
+    let answer = first.await.expect("the first debit");
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+}

@@ -772,3 +772,98 @@ async fn result_is_recorded_in_the_background_when_the_caller_goes_away_during_a
     assert_eq!(replayed, "charge-0", "the retry gets the first charge back");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran once");
 }
+
+/// Waits (up to a second) until `call`'s key can be claimed again.
+async fn claimable_again(engine: &Engine, c: &Call) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        match engine.begin(c).await {
+            Ok(idem_core::Begun::Claimed(_)) => return true,
+            _ if tokio::time::Instant::now() >= deadline => return false,
+            _ => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_taken_and_dropped_before_anything_ran_is_released_for_the_retry() {
+    // The lease is long: only a release frees the key within the second.
+    let engine = Engine::new(MemoryStore::new())
+        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+    let c = call("taken-then-dropped", &serde_json::json!({"amount": 5}));
+    match engine.begin(&c).await.expect("begin") {
+        idem_core::Begun::Claimed(claimed) => drop(claimed),
+        idem_core::Begun::Replayed(_) => panic!("a new key replayed"),
+    }
+    assert!(
+        claimable_again(&engine, &c).await,
+        "the dropped claim was kept: the retry would wait out the lease"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_run_under_another_call_runs_nothing_and_is_released() {
+    let engine = Engine::new(MemoryStore::new())
+        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+    let taken = call("claimed-for-this", &serde_json::json!({"amount": 5}));
+    let other = call("run-for-that", &serde_json::json!({"amount": 5}));
+    let idem_core::Begun::Claimed(claimed) = engine.begin(&taken).await.expect("begin") else {
+        panic!("a new key replayed");
+    };
+    let ran = Arc::new(AtomicUsize::new(0));
+    let result = engine
+        .execute_claimed(&other, claimed, |_| {
+            let ran = Arc::clone(&ran);
+            async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                idem_core::Completion::Record {
+                    value: (),
+                    outcome: idem_core::Outcome::new(b"done".to_vec()),
+                }
+            }
+        })
+        .await;
+    assert!(matches!(result, Err(Error::LeaseLost)), "{result:?}");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "nothing runs under a claim for another call"
+    );
+    assert!(
+        claimable_again(&engine, &taken).await,
+        "the claim was released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_begun_then_executed_records_once_and_its_retry_replays() {
+    let engine = Engine::new(MemoryStore::new());
+    let c = call("begun-then-run", &serde_json::json!({"amount": 5}));
+    let idem_core::Begun::Claimed(claimed) = engine.begin(&c).await.expect("begin") else {
+        panic!("a new key replayed");
+    };
+    // A duplicate meanwhile is told the call is in flight.
+    assert!(matches!(
+        engine
+            .begin(&c.clone().on_in_flight(OnInFlight::Reject))
+            .await,
+        Err(Error::InFlight { .. })
+    ));
+    let executed = engine
+        .execute_claimed(&c, claimed, |_| async {
+            idem_core::Completion::Record {
+                value: "receipt",
+                outcome: idem_core::Outcome::new(b"receipt".to_vec()),
+            }
+        })
+        .await
+        .expect("runs");
+    assert!(matches!(
+        executed,
+        idem_core::Execution::Executed("receipt")
+    ));
+    match engine.begin(&c).await.expect("retry") {
+        idem_core::Begun::Replayed(outcome) => assert_eq!(outcome.as_bytes(), b"receipt"),
+        idem_core::Begun::Claimed(_) => panic!("the retry was given a new claim"),
+    }
+}
