@@ -23,7 +23,7 @@ mod unique;
 
 pub use claims::{call, claim};
 pub use fake_stores::{DownStore, RenewalsFail, SlowBegin};
-pub use hang_up::{send_and_hang_up, HangUp};
+pub use hang_up::{debit_request, send_and_hang_up, HangUp};
 pub use pgbouncer::{
     pgbouncer_store, pgbouncer_url, pool_through, store_through, PrivatePgBouncer,
 };

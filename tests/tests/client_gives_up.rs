@@ -285,12 +285,7 @@ async fn a_handler_that_panics_after_charging_is_not_run_again_while_its_lease_l
 /// Sends a debit of 1 for `key` on a raw socket and reads its whole answer.
 async fn debit_and_read(addr: &str, path: &str, key: &str) -> String {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let body = r#"{"amount":1}"#;
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nidempotency-key: {key}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    let request = idem_tests::debit_request(addr, path, key, true);
     let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
     socket
         .write_all(request.as_bytes())
