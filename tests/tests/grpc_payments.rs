@@ -594,3 +594,66 @@ async fn a_debit_force_removed_mid_way_debits_once_on_postgres() {
     ledger.migrate().await.expect("ledger migration");
     force_removed_mid_debit_debits_once(store, Arc::new(ledger)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_whose_deadline_passes_while_it_waits_for_the_first_leaves_nothing_running() {
+    // The first debit takes 3 s; its retry waits for it (the policy waits
+    // up to 10 s) under a 200 ms deadline. Nothing has run for the retry,
+    // so nothing of it may outlive its deadline: no task waiting on.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let store = MemoryStore::new();
+    let engine = Engine::new(store.clone()).with_policy(Policy::default().on_in_flight(
+        idem_core::OnInFlight::Wait {
+            max: Duration::from_secs(10),
+        },
+    ));
+    tokio::spawn(serve(
+        listener,
+        engine,
+        Payments {
+            ledger: Arc::new(MemoryLedger::new(&store)),
+            debit_delay: Duration::from_secs(3),
+        },
+    ));
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("address")
+        .connect()
+        .await
+        .expect("connect");
+    let first = {
+        let mut client = LedgerClient::new(channel.clone());
+        tokio::spawn(async move { client.debit(debit("nia", 1, Some("wait-grpc-1"))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let mut retry = debit("nia", 1, Some("wait-grpc-1"));
+    retry.set_timeout(Duration::from_millis(200));
+    let status = LedgerClient::new(channel.clone())
+        .debit(retry)
+        .await
+        .expect_err("the retry's deadline passes while the first runs");
+    assert!(
+        matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{status:?}"
+    );
+    let settled = tokio::time::Instant::now() + Duration::from_millis(1500);
+    let mut alive = metrics.num_alive_tasks();
+    while alive > before && tokio::time::Instant::now() < settled {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        alive = metrics.num_alive_tasks();
+    }
+    assert!(
+        alive <= before,
+        "{alive} tasks alive after the retry's deadline, {before} before it came: \
+         its wait went on for nobody"
+    );
+    let receipt = first
+        .await
+        .expect("the first debit's task")
+        .expect("the first debit");
+    assert_eq!(receipt.into_inner().amount, 1);
+}
