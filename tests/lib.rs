@@ -1,12 +1,14 @@
 //! Cross-crate tests of idem; the tests live in `tests/*.rs` of this package.
 //! This library holds what they share, a concept a file: serving on a real
-//! socket (`serving`), clients that hang up (`hang_up`), stores that fail
+//! socket (`serving`), clients that hang up (`hang_up`), what they left
+//! running (`alive_tasks`), stores that fail
 //! (`fake_stores`), direct claims (`claims`), unique names (`unique`), the
 //! Redis (`redis`), Sentinel (`sentinel`), Cluster (`cluster`) and
 //! replication proxy (`replication_proxy`) topologies, PostgreSQL
 //! (`postgres`) and PgBouncer (`pgbouncer`), and free ports and waiting for
 //! servers (`ports`).
 
+mod alive_tasks;
 mod claims;
 pub mod cluster;
 mod fake_stores;
@@ -21,6 +23,7 @@ pub mod sentinel;
 mod serving;
 mod unique;
 
+pub use alive_tasks::{alive_tasks, alive_tasks_after};
 pub use claims::{call, claim};
 pub use fake_stores::{DownStore, RenewalsFail, SlowBegin};
 pub use hang_up::{debit_request, send_and_hang_up, HangUp};

@@ -322,8 +322,7 @@ async fn a_duplicate_whose_client_hangs_up_while_it_waits_leaves_nothing_running
         tokio::spawn(async move { debit_and_read(&addr, path, "wait-1").await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let metrics = tokio::runtime::Handle::current().metrics();
-    let before = metrics.num_alive_tasks();
+    let before = idem_tests::alive_tasks();
     send_and_hang_up(
         &addr,
         path,
@@ -333,12 +332,7 @@ async fn a_duplicate_whose_client_hangs_up_while_it_waits_leaves_nothing_running
     )
     .await;
     // The server sees the hang-up and drops the duplicate's request.
-    let settled = tokio::time::Instant::now() + Duration::from_millis(1500);
-    let mut alive = metrics.num_alive_tasks();
-    while alive > before && tokio::time::Instant::now() < settled {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        alive = metrics.num_alive_tasks();
-    }
+    let alive = idem_tests::alive_tasks_after(before, Duration::from_millis(1500)).await;
     assert!(
         alive <= before,
         "{alive} tasks alive after the duplicate's client hung up, {before} before it came: \

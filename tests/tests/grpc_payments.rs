@@ -628,8 +628,7 @@ async fn a_retry_whose_deadline_passes_while_it_waits_for_the_first_leaves_nothi
         tokio::spawn(async move { client.debit(debit("nia", 1, Some("wait-grpc-1"))).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let metrics = tokio::runtime::Handle::current().metrics();
-    let before = metrics.num_alive_tasks();
+    let before = idem_tests::alive_tasks();
     let mut retry = debit("nia", 1, Some("wait-grpc-1"));
     retry.set_timeout(Duration::from_millis(200));
     let status = LedgerClient::new(channel.clone())
@@ -640,12 +639,7 @@ async fn a_retry_whose_deadline_passes_while_it_waits_for_the_first_leaves_nothi
         matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
         "{status:?}"
     );
-    let settled = tokio::time::Instant::now() + Duration::from_millis(1500);
-    let mut alive = metrics.num_alive_tasks();
-    while alive > before && tokio::time::Instant::now() < settled {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        alive = metrics.num_alive_tasks();
-    }
+    let alive = idem_tests::alive_tasks_after(before, Duration::from_millis(1500)).await;
     assert!(
         alive <= before,
         "{alive} tasks alive after the retry's deadline, {before} before it came: \
