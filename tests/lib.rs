@@ -4,7 +4,8 @@
 //! running (`alive_tasks`), stores that fail
 //! (`fake_stores`), direct claims (`claims`), unique names (`unique`), the
 //! Redis (`redis`), Sentinel (`sentinel`), Cluster (`cluster`) and
-//! replication proxy (`replication_proxy`) topologies, PostgreSQL
+//! replication proxy (`replication_proxy`) topologies on Redis or Valkey
+//! (`server`), PostgreSQL
 //! (`postgres`) and PgBouncer (`pgbouncer`), and free ports and waiting for
 //! servers (`ports`).
 
@@ -20,6 +21,7 @@ mod postgres;
 mod redis;
 pub mod replication_proxy;
 pub mod sentinel;
+mod server;
 mod serving;
 mod unique;
 
@@ -35,5 +37,6 @@ pub use postgres::{database_url, pg_pool, pg_store, unique_schema, PgStatementCo
 pub use redis::{
     redis_cluster_nodes, redis_command_calls, redis_connection, redis_url, PrivateRedis,
 };
+pub use server::Server;
 pub use serving::{serve, serve_actix};
 pub use unique::unique_prefix;

@@ -64,26 +64,38 @@ pub fn redis_cluster_nodes() -> Vec<String> {
 /// so that a restart after `SIGKILL` finds every acknowledged record.
 pub struct PrivateRedis {
     child: Option<std::process::Child>,
+    server: crate::Server,
     port: u16,
     dir: std::path::PathBuf,
     persistent: bool,
 }
 
 impl PrivateRedis {
-    /// Starts a server and waits until it answers.
+    /// Starts a Redis server and waits until it answers.
     pub fn start(persistent: bool) -> Self {
+        Self::start_on(crate::Server::Redis, persistent)
+    }
+
+    /// Starts `server` and waits until it answers.
+    pub fn start_on(server: crate::Server, persistent: bool) -> Self {
         let port = crate::ports::free_port();
         let dir =
             std::env::temp_dir().join(format!("idem-private-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("redis dir");
-        let mut server = Self {
+        let mut private = Self {
             child: None,
+            server,
             port,
             dir,
             persistent,
         };
-        server.restart();
-        server
+        private.restart();
+        private
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The server's URL.
@@ -102,7 +114,7 @@ impl PrivateRedis {
     /// Starts the server again on the same port and directory.
     pub fn restart(&mut self) {
         self.kill();
-        let mut cmd = std::process::Command::new("redis-server");
+        let mut cmd = std::process::Command::new(self.server.binary());
         cmd.args([
             "--port",
             &self.port.to_string(),
@@ -122,7 +134,7 @@ impl PrivateRedis {
         }
         self.child = Some(
             cmd.spawn()
-                .expect("redis-server on PATH (scripts/services.sh installs it)"),
+                .expect("the server on PATH (scripts/services.sh installs it)"),
         );
         let port = self.port;
         wait_until(

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::ports::{free_port, wait_until};
 use crate::replication_proxy::ReplicationProxy;
+use crate::server::Server;
 
 /// The service name the Sentinels monitor.
 pub const SERVICE: &str = "idem";
@@ -58,8 +59,14 @@ fn field(reply: &str, name: &str) -> Option<String> {
 
 impl PrivateSentinels {
     /// Starts the primary, its two replicas (in sync before this returns)
-    /// and three Sentinels (which judge a primary down after 500 ms).
+    /// and three Sentinels (which judge a primary down after 500 ms), on
+    /// Redis.
     pub fn start() -> Self {
+        Self::start_on(Server::Redis)
+    }
+
+    /// The same topology on `server`.
+    pub fn start_on(server: Server) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "idem-sentinels-{}-{}",
             std::process::id(),
@@ -75,7 +82,7 @@ impl PrivateSentinels {
         };
         for i in 0..3 {
             let port = if i == 0 { primary } else { free_port() };
-            let mut cmd = Command::new("redis-server");
+            let mut cmd = Command::new(server.binary());
             cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
                 .arg("--dir")
@@ -91,7 +98,7 @@ impl PrivateSentinels {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .expect("redis-server on PATH");
+                .expect("the server on PATH (scripts/services.sh installs it)");
             topology.servers.push((port, Some(child)));
         }
         for (port, _) in &topology.servers {
@@ -119,7 +126,7 @@ impl PrivateSentinels {
                 ),
             )
             .expect("sentinel.conf");
-            let child = Command::new("redis-server")
+            let child = Command::new(server.binary())
                 .arg(&conf)
                 .arg("--sentinel")
                 .stdout(Stdio::null())

@@ -80,6 +80,16 @@ impl StoreError {
         }
     }
 
+    /// The store is full for the reason `why` gives (which says what was
+    /// refused and what to do).
+    pub fn full_because(why: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Full,
+            message: why.into(),
+            source: None,
+        }
+    }
+
     /// The store returned something unreadable.
     pub fn corrupt(what: impl Into<String>) -> Self {
         Self {

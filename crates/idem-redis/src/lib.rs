@@ -50,109 +50,39 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use idem_core::{
-    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState,
-    Removal, Store, StoreError, StoreFuture,
-};
+use idem_core::{RecordId, StoreError};
 use redis::aio::ConnectionManager;
-use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
+mod connector;
+mod eviction;
 mod operations;
 mod record;
 mod replay_cache;
+mod scripts;
 mod sentinel;
 mod slot;
+mod store;
 mod transaction;
 mod wake;
 mod wire;
 
+pub use connector::{ConnectError, Connector};
 pub use transaction::RedisTransaction;
 
+use eviction::Eviction;
 use idem_core::machine::micros;
-use idem_core::waiters::Look;
-use operations::parse_token;
 use replay_cache::ReplayCache;
-use sentinel::{manager_config, Followed};
-use wake::{Server, Wakes};
-use wire::{ms, Connection, TokenText};
+use scripts::{eval_key, evalsha, is_corrupt, is_no_script, Scripts};
+use wake::Wakes;
+use wire::Connection;
 
 /// The channel a store's changes are published on.
 fn channel(prefix: &str) -> Arc<str> {
     Arc::from(format!("{prefix}wake"))
-}
-
-/// `begin(fingerprint, lease_ms, want_ttl)`. A new key is claimed by `TIME` and
-/// `SET NX` alone; only an existing record is read. A fresh claim replies
-/// with its token as a string, every other answer is a tagged array.
-///
-/// A record is one string: state (`F` in flight, `C` completed, `R`
-/// released), fingerprint (32 bytes), fencing token (16 decimal digits of
-/// server-clock microseconds), then the outcome of a completed record. The
-/// key's own expiry is the lease deadline (in flight) or the TTL (completed),
-/// so no script needs the clock to know whether a lease is alive: an expired
-/// lease is a missing key.
-const BEGIN: &str = include_str!("lua/begin.lua");
-
-/// `complete(token, ttl_ms, outcome)`: 1 done (now, or before by this
-/// token), 0 lost.
-const COMPLETE: &str = include_str!("lua/complete.lua");
-
-/// `release(token)`: the lease ends now. The record stays a millisecond as
-/// released, so that a claim in that time draws its token above this one.
-const RELEASE: &str = include_str!("lua/release.lua");
-
-/// `renew(token, lease_ms)`: the key's expiry moves to now + lease.
-const RENEW: &str = include_str!("lua/renew.lua");
-
-/// `commit(token, ttl_ms, outcome, channel, reads, writes)`: a
-/// transaction's writes with the record's completion (see the script).
-const COMMIT: &str = include_str!("lua/commit.lua");
-
-/// `inspect()`: 0 if no live record, else `{value, pttl}`.
-const INSPECT: &str = include_str!("lua/inspect.lua");
-
-/// `remove(force)`: 1 removed (ended now, token kept, as a release), 2 in
-/// flight and not forced, 0 no live record.
-const REMOVE: &str = include_str!("lua/remove.lua");
-
-struct Scripts {
-    begin: Script,
-    complete: Script,
-    release: Script,
-    renew: Script,
-    inspect: Script,
-    remove: Script,
-    commit: Script,
-}
-
-impl Scripts {
-    fn new() -> Self {
-        Self {
-            begin: Script::new(BEGIN),
-            complete: Script::new(COMPLETE),
-            release: Script::new(RELEASE),
-            renew: Script::new(RENEW),
-            inspect: Script::new(INSPECT),
-            remove: Script::new(REMOVE),
-            commit: Script::new(COMMIT),
-        }
-    }
-}
-
-/// Why connecting failed. The message never contains the connection string.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConnectError {
-    /// The URL could not be parsed.
-    #[error("the Redis URL is not valid (expected redis://host:port[/db]): {0}")]
-    InvalidUrl(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The server could not be reached.
-    #[error("cannot connect to Redis: {0}")]
-    Unreachable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A [`Store`] on Redis or Redis Cluster. Cheap to clone: clones share the
@@ -169,6 +99,8 @@ pub struct RedisStore {
     channel: Arc<str>,
     /// Acknowledgements each change needs before it is acted on.
     replication: Option<Replication>,
+    /// What the server's eviction policy allows.
+    eviction: Arc<Eviction>,
 }
 
 /// `WAIT replicas timeout` after each change.
@@ -201,77 +133,65 @@ pub const DEFAULT_PREFIX: &str = "idem:";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl RedisStore {
-    /// Connects to one Redis server (`redis://host:port[/db]`) through a
-    /// `ConnectionManager`, which reconnects by itself after a failure.
-    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
-        let client = redis::Client::open(url).map_err(|e| ConnectError::InvalidUrl(Box::new(e)))?;
-        let manager = ConnectionManager::new_with_config(client.clone(), manager_config())
-            .await
-            .map_err(|e| ConnectError::Unreachable(Box::new(e)))?;
-        let mut store = Self::from_connection_manager(manager);
-        store.wakes = Some(Arc::new(Wakes::new(Server::Fixed(client), None)));
-        store.channel = channel(&store.prefix);
-        Ok(store)
+    /// How the store connects: [`Connector`] ([`Connector::accept_eviction`]).
+    pub fn connector() -> Connector {
+        Connector::default()
     }
 
-    /// Connects to the primary that the Redis Sentinels at `sentinels`
-    /// (`redis://host:port` each) name for `service`, and follows it: when a
-    /// call fails in a way that may mean a failover (connection dropped or
-    /// refused, `READONLY`, `MASTERDOWN`, no answer in time), the Sentinels
-    /// are asked again and later calls go to the primary they name. The
-    /// failing call itself fails as unavailable (nothing ran; the client
-    /// retries). The wake channel subscribes again on the new primary.
-    ///
-    /// Redis replicates asynchronously: a failover can lose changes the old
-    /// primary acknowledged. Add [`with_replication`](Self::with_replication)
-    /// so that no claim or completion is acted on before replicas have it.
+    /// Connects to one Redis server (`redis://host:port[/db]`) through a
+    /// `ConnectionManager`, which reconnects by itself after a failure.
+    /// Refused ([`ConnectError::EvictionPolicy`]) if the server may evict
+    /// records before their TTL: see [`Connector::accept_eviction`].
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        Connector::default().connect(url).await
+    }
+
+    /// Connects to the primary that the Redis Sentinels at `sentinels` name
+    /// for `service`, and follows it ([`Connector::connect_sentinel`]).
     pub async fn connect_sentinel<I, S>(sentinels: I, service: &str) -> Result<Self, ConnectError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let sentinels: Vec<String> = sentinels
-            .into_iter()
-            .map(|s| s.as_ref().to_owned())
-            .collect();
-        let followed = Arc::new(Followed::connect(&sentinels, service).await?);
-        let mut store = Self::with_connection(Connection::Sentinel(Arc::clone(&followed)));
-        store.wakes = Some(Arc::new(Wakes::new(Server::Followed(followed), None)));
-        store.channel = channel(&store.prefix);
-        Ok(store)
+        Connector::default()
+            .connect_sentinel(sentinels, service)
+            .await
     }
 
-    /// Connects to a Redis Cluster through any of its nodes.
+    /// Connects to a Redis Cluster through any of its nodes
+    /// ([`Connector::connect_cluster`]).
     pub async fn connect_cluster<I, S>(nodes: I) -> Result<Self, ConnectError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
-        let client = ClusterClient::builder(nodes)
-            .connection_timeout(Duration::from_secs(1))
-            .response_timeout(DEFAULT_TIMEOUT)
-            .build()
-            .map_err(|e| ConnectError::InvalidUrl(Box::new(e)))?;
-        let connection = client
-            .get_async_connection()
-            .await
-            .map_err(|e| ConnectError::Unreachable(Box::new(e)))?;
-        Ok(Self::from_cluster_connection(connection))
+        Connector::default().connect_cluster(nodes).await
     }
 
-    /// A store over an existing `ConnectionManager`.
+    /// Keys the server reported evicted (`INFO stats`, summed over a
+    /// cluster's nodes) since this store first looked; read when it
+    /// connects and every few seconds of use after. Anything but 0 means
+    /// records may have been forgotten before their TTL.
+    pub fn evictions_seen(&self) -> u64 {
+        self.eviction.seen()
+    }
+
+    /// A store over an existing `ConnectionManager`. Its server's eviction
+    /// policy is read at the first claim, which is refused if the policy may
+    /// evict records.
     pub fn from_connection_manager(manager: ConnectionManager) -> Self {
-        Self::with_connection(Connection::Single(manager))
+        Self::with_connection(Connection::Single(manager), Eviction::new(false))
     }
 
-    /// A store over an existing cluster connection.
+    /// A store over an existing cluster connection (its policy read as
+    /// [`from_connection_manager`](Self::from_connection_manager)'s).
     pub fn from_cluster_connection(connection: ClusterConnection) -> Self {
-        Self::with_connection(Connection::Cluster(connection))
+        Self::with_connection(Connection::Cluster(connection), Eviction::new(false))
     }
 
-    fn with_connection(connection: Connection) -> Self {
+    fn with_connection(connection: Connection, eviction: Eviction) -> Self {
         Self {
+            eviction: Arc::new(eviction),
             connection,
             scripts: Arc::new(Scripts::new()),
             prefix: Arc::from(DEFAULT_PREFIX),
@@ -461,8 +381,15 @@ impl RedisStore {
                 Ok((value, replicated))
             }
             Ok(Err(e)) if is_corrupt(&e) => Err(StoreError::corrupt(format!("redis {what}: {e}"))),
-            Ok(Err(e)) => Err(StoreError::unavailable(format!("redis {what} failed"), e)),
+            Ok(Err(e)) if e.code() == Some("OOM") => Err(StoreError::full_because(format!(
+                "redis {what}: the server is full (used memory over maxmemory, and nothing it may evict), so it takes no new record; records it keeps are still answered"
+            ))),
+            Ok(Err(e)) => {
+                self.eviction.check_soon();
+                Err(StoreError::unavailable(format!("redis {what} failed"), e))
+            }
             Err(elapsed) => {
+                self.eviction.check_soon();
                 self.connection.suspect();
                 Err(StoreError::unavailable(
                     format!("redis {what} did not answer within {:?}", self.timeout),
@@ -517,275 +444,5 @@ impl RedisStore {
                 "redis {what}: unexpected reply {other:?}"
             ))),
         }
-    }
-}
-
-/// `EVALSHA` of `script` on `key` with `args`, built directly (one copy of
-/// the arguments); on `NOSCRIPT` (a restarted or flushed server) the script
-/// is loaded and the call retried once.
-fn evalsha(script: &Script, key: String, args: &[&[u8]]) -> redis::Cmd {
-    let data = 7 + 40 + 1 + key.len() + args.iter().map(|a| a.len()).sum::<usize>();
-    let mut eval = redis::Cmd::with_capacity(4 + args.len(), data);
-    eval.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(key);
-    for arg in args {
-        eval.arg(*arg);
-    }
-    eval
-}
-
-/// The key of an `EVALSHA <sha> <numkeys> <key> ...` (its fourth argument).
-fn eval_key(eval: &redis::Cmd) -> &[u8] {
-    match eval.args_iter().nth(3) {
-        Some(redis::Arg::Simple(key)) => key,
-        _ => b"",
-    }
-}
-
-fn is_no_script(e: &redis::RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-}
-
-fn is_corrupt(e: &redis::RedisError) -> bool {
-    e.to_string().contains("idem: corrupt record")
-}
-
-impl RedisStore {
-    /// The answer to `begin` from the replay cache, if it has one.
-    fn begin_cached(&self, id: &RecordId, fingerprint: &Fingerprint) -> Option<Begin> {
-        let cache = self.replay_cache()?;
-        if let Some(wakes) = &self.wakes {
-            // The cache is used only while the wake channel is subscribed.
-            wakes.start(&self.channel);
-        }
-        cache.answer(id, fingerprint)
-    }
-
-    /// `begin`, asked of Redis (the cache had no answer).
-    async fn begin_in_redis(
-        &self,
-        id: &RecordId,
-        fingerprint: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        let cache = self.replay_cache();
-        let ticket = cache.and_then(|c| Some((c, c.ticket(id)?)));
-        // With a cache, a replay also answers its key's time to live.
-        let want_ttl: &[u8] = if ticket.is_some() { b"1" } else { b"" };
-        let eval = evalsha(
-            &self.scripts.begin,
-            self.key(id),
-            &[
-                fingerprint.as_bytes(),
-                ms(lease, &mut itoa::Buffer::new()),
-                want_ttl,
-            ],
-        );
-        let sent = Instant::now();
-        let (reply, replicated) = self
-            .eval_replicated("begin", &self.scripts.begin, &eval)
-            .await?;
-        if let Err(not_replicated) = replicated {
-            // Not acted on. A claim is released at once: nothing ran under it.
-            if let Value::BulkString(token) = &reply {
-                let lease = Lease {
-                    token: parse_token(token)?,
-                    duration: lease,
-                };
-                let _ = self.release(id, &lease).await;
-            }
-            return Err(not_replicated);
-        }
-        let unexpected = || StoreError::corrupt(format!("redis begin: unexpected reply {reply:?}"));
-        let items = match &reply {
-            Value::BulkString(token) => {
-                return Ok(Begin::Acquired(Lease {
-                    token: parse_token(token)?,
-                    duration: lease,
-                }))
-            }
-            Value::Array(items) => items,
-            _ => return Err(unexpected()),
-        };
-        match (items.first(), items.get(1)) {
-            (Some(Value::BulkString(tag)), Some(Value::Int(left))) if tag == b"I" => {
-                // PTTL: milliseconds left of the lease (negative if the
-                // key has no expiry, which a lease always has).
-                let left = u64::try_from(*left).map_err(|_| unexpected())?;
-                Ok(Begin::InFlight {
-                    retry_after: Duration::from_millis(left),
-                })
-            }
-            (Some(Value::BulkString(tag)), Some(Value::BulkString(bytes))) if tag == b"R" => {
-                let outcome = Outcome::new(bytes.clone());
-                if let (Some((cache, ticket)), Some(Value::Int(left))) = (ticket, items.get(2)) {
-                    // The key lives at least `left` ms after the call was sent.
-                    if let Ok(left) = u64::try_from(*left) {
-                        let expires = sent + Duration::from_millis(left);
-                        cache.fill(id, ticket, fingerprint, &outcome, expires);
-                    }
-                }
-                Ok(Begin::Replay(outcome))
-            }
-            (Some(Value::BulkString(tag)), None) if tag == b"M" => Ok(Begin::Mismatch),
-            _ => Err(unexpected()),
-        }
-    }
-
-    /// `complete`'s script.
-    async fn complete_in_redis(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        let token = TokenText::new(lease.token);
-        self.fenced(
-            "complete",
-            &self.scripts.complete,
-            id,
-            &[
-                token.as_bytes(),
-                ms(ttl, &mut itoa::Buffer::new()),
-                outcome.as_bytes(),
-                self.channel.as_bytes(),
-            ],
-        )
-        .await
-    }
-}
-
-#[async_trait]
-impl Store for RedisStore {
-    async fn begin(
-        &self,
-        id: &RecordId,
-        fingerprint: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        match self.begin_cached(id, fingerprint) {
-            Some(answer) => Ok(answer),
-            None => self.begin_in_redis(id, fingerprint, lease).await,
-        }
-    }
-
-    // A replay from the cache is answered at once, allocating nothing; a
-    // call to Redis boxes its work once.
-    fn begin_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        fingerprint: Fingerprint,
-        lease: Duration,
-    ) -> StoreFuture<Begin> {
-        match self.begin_cached(&id, &fingerprint) {
-            Some(answer) => StoreFuture::ready(Ok(answer)),
-            None => {
-                StoreFuture::boxed(
-                    async move { self.begin_in_redis(&id, &fingerprint, lease).await },
-                )
-            }
-        }
-    }
-
-    async fn complete(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.complete_in_redis(id, lease, outcome, ttl).await
-    }
-
-    fn complete_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        lease: Lease,
-        outcome: Outcome,
-        ttl: Duration,
-    ) -> StoreFuture<()> {
-        StoreFuture::boxed(async move { self.complete_in_redis(&id, &lease, &outcome, ttl).await })
-    }
-
-    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        let token = TokenText::new(lease.token);
-        self.fenced(
-            "release",
-            &self.scripts.release,
-            id,
-            &[token.as_bytes(), self.channel.as_bytes()],
-        )
-        .await
-    }
-
-    async fn renew(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        duration: Duration,
-    ) -> Result<Lease, StoreError> {
-        let token = TokenText::new(lease.token);
-        self.fenced(
-            "renew",
-            &self.scripts.renew,
-            id,
-            &[token.as_bytes(), ms(duration, &mut itoa::Buffer::new())],
-        )
-        .await?;
-        Ok(Lease {
-            token: lease.token,
-            duration,
-        })
-    }
-
-    fn name(&self) -> &'static str {
-        "redis"
-    }
-
-    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
-        let reply = self
-            .invoke("inspect", &self.scripts.inspect, self.key(id), &[])
-            .await?;
-        operations::inspected(&reply)
-    }
-
-    fn wakes(&self) -> bool {
-        self.wakes.is_some()
-    }
-
-    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
-        let Some(wakes) = &self.wakes else {
-            tokio::time::sleep(within).await;
-            return None;
-        };
-        wakes.start(&self.channel);
-        let look = async {
-            match self.inspect(id).await {
-                Ok(Some(RecordInfo {
-                    state: RecordInfoState::InFlight { .. },
-                    ..
-                })) => Look::InFlight,
-                Ok(read) => Look::Changed(read),
-                Err(_) => Look::Changed(None),
-            }
-        };
-        wakes.waiters.wait(self.key(id), within, look).await
-    }
-
-    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
-        let force: &[u8] = if force { b"1" } else { b"0" };
-        let reply = self
-            .invoke(
-                "remove",
-                &self.scripts.remove,
-                self.key(id),
-                &[force, self.channel.as_bytes()],
-            )
-            .await?;
-        let removal = operations::removed(&reply)?;
-        if let (Removal::Removed, Some(cache)) = (&removal, self.replay_cache()) {
-            cache.changed(id);
-        }
-        Ok(removal)
     }
 }

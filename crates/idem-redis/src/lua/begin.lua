@@ -1,4 +1,4 @@
--- begin(fingerprint, lease_ms, want_ttl), on KEYS[1], the record.
+-- begin(fingerprint, lease_ms, want_ttl, durable), on KEYS[1], the record.
 -- The record is one string: state (1 byte: 'F' 70 in flight, 'C' 67
 -- completed, 'R' 82 released or removed), fingerprint (bytes 2-33), fencing
 -- token (bytes 34-49, 16 digits), then the outcome of a completed record.
@@ -17,6 +17,15 @@ local v = redis.call('GET', KEYS[1])
 if not v or #v < 49 then error('idem: corrupt record') end
 local state = string.byte(v)
 if state ~= RELEASED then
+  -- With durable '1', an answer read from the record is made a write of
+  -- this connection's own, so that the WAIT after it covers the record:
+  -- Redis 7.2+ and Valkey wait only for a connection's last write, and a
+  -- read alone would let a replay be served from a record not yet on any
+  -- replica. The key's expiry is set to what it is: nothing changes.
+  if ARGV[4] == '1' then
+    local at = redis.call('PEXPIRETIME', KEYS[1])
+    if at > 0 then redis.call('PEXPIREAT', KEYS[1], at) end
+  end
   -- in flight or completed, other fingerprint | begin -> Mismatch.
   if string.sub(v, 2, 33) ~= ARGV[1] then return {'M'} end
   -- in flight, same fingerprint | begin -> InFlight { retry_after }.

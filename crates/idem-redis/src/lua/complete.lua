@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- complete(token, ttl_ms, outcome, channel), on KEYS[1], the record (layout
 -- in begin.lua). Replies 1 completed (now, or before by this token), 0 the
 -- claim is lost. Each branch names its row of idem_core::machine's table.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- release(token, channel), on KEYS[1], the record (layout in begin.lua).
 -- Replies 1 released, 0 the claim is lost.
 local IN_FLIGHT = 70

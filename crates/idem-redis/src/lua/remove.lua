@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- remove(force, channel), on KEYS[1], the record (layout in begin.lua).
 -- Replies 1 removed, 2 refused (in flight, not forced), 0 absent. Each
 -- branch names its row of idem_core::machine's table.

@@ -1,0 +1,26 @@
+-- peek(fingerprint, durable), on KEYS[1], the record (layout in begin.lua):
+-- begin's answers for an existing record, for a server that refused
+-- begin's claim because it is full (over maxmemory under noeviction). It
+-- writes nothing that needs memory, so the full server still answers
+-- retries of the work it recorded. Replies 0 (no live record: a new key,
+-- which a full server cannot take), or begin's tagged answers.
+local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if #v < 49 then error('idem: corrupt record') end
+local state = string.byte(v)
+if state == RELEASED then return 0 end
+-- As in begin: with durable '1', the answer is made this connection's own
+-- write (the expiry set to what it is), so that the WAIT after it covers
+-- the record. PEXPIREAT is not refused on a full server.
+if ARGV[2] == '1' then
+  local at = redis.call('PEXPIRETIME', KEYS[1])
+  if at > 0 then redis.call('PEXPIREAT', KEYS[1], at) end
+end
+-- in flight or completed, other fingerprint | begin -> Mismatch.
+if string.sub(v, 2, 33) ~= ARGV[1] then return {'M'} end
+-- in flight, same fingerprint | begin -> InFlight { retry_after }.
+if state == IN_FLIGHT then return {'I', redis.call('PTTL', KEYS[1])} end
+-- completed, same fingerprint | begin -> Replay(outcome).
+if state == COMPLETED then return {'R', string.sub(v, 50)} end
+error('idem: corrupt record')

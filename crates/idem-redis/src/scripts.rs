@@ -1,0 +1,97 @@
+//! The Lua scripts, one per transition of a record (each branch names its
+//! row of `idem_core::machine`'s table), and how they are called.
+
+use redis::Script;
+
+/// `begin(fingerprint, lease_ms, want_ttl, durable)`. A new key is claimed by `TIME` and
+/// `SET NX` alone; only an existing record is read. A fresh claim replies
+/// with its token as a string, every other answer is a tagged array.
+///
+/// A record is one string: state (`F` in flight, `C` completed, `R`
+/// released), fingerprint (32 bytes), fencing token (16 decimal digits of
+/// server-clock microseconds), then the outcome of a completed record. The
+/// key's own expiry is the lease deadline (in flight) or the TTL (completed),
+/// so no script needs the clock to know whether a lease is alive: an expired
+/// lease is a missing key.
+pub(crate) const BEGIN: &str = include_str!("lua/begin.lua");
+
+/// `complete(token, ttl_ms, outcome)`: 1 done (now, or before by this
+/// token), 0 lost.
+pub(crate) const COMPLETE: &str = include_str!("lua/complete.lua");
+
+/// `release(token)`: the lease ends now. The record stays a millisecond as
+/// released, so that a claim in that time draws its token above this one.
+pub(crate) const RELEASE: &str = include_str!("lua/release.lua");
+
+/// `renew(token, lease_ms)`: the key's expiry moves to now + lease.
+pub(crate) const RENEW: &str = include_str!("lua/renew.lua");
+
+/// `commit(token, ttl_ms, outcome, channel, reads, writes)`: a
+/// transaction's writes with the record's completion (see the script).
+pub(crate) const COMMIT: &str = include_str!("lua/commit.lua");
+
+/// `peek(fingerprint, durable)`: begin's answers for an existing record,
+/// writing nothing that needs memory, for a server too full to claim.
+pub(crate) const PEEK: &str = include_str!("lua/peek.lua");
+
+/// `inspect()`: 0 if no live record, else `{value, pttl}`.
+pub(crate) const INSPECT: &str = include_str!("lua/inspect.lua");
+
+/// `remove(force)`: 1 removed (ended now, token kept, as a release), 2 in
+/// flight and not forced, 0 no live record.
+pub(crate) const REMOVE: &str = include_str!("lua/remove.lua");
+
+pub(crate) struct Scripts {
+    pub(crate) begin: Script,
+    pub(crate) peek: Script,
+    pub(crate) complete: Script,
+    pub(crate) release: Script,
+    pub(crate) renew: Script,
+    pub(crate) inspect: Script,
+    pub(crate) remove: Script,
+    pub(crate) commit: Script,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Self {
+        Self {
+            begin: Script::new(BEGIN),
+            peek: Script::new(PEEK),
+            complete: Script::new(COMPLETE),
+            release: Script::new(RELEASE),
+            renew: Script::new(RENEW),
+            inspect: Script::new(INSPECT),
+            remove: Script::new(REMOVE),
+            commit: Script::new(COMMIT),
+        }
+    }
+}
+
+/// `EVALSHA` of `script` on `key` with `args`, built directly (one copy of
+/// the arguments); on `NOSCRIPT` (a restarted or flushed server) the script
+/// is loaded and the call retried once.
+pub(crate) fn evalsha(script: &Script, key: String, args: &[&[u8]]) -> redis::Cmd {
+    let data = 7 + 40 + 1 + key.len() + args.iter().map(|a| a.len()).sum::<usize>();
+    let mut eval = redis::Cmd::with_capacity(4 + args.len(), data);
+    eval.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(key);
+    for arg in args {
+        eval.arg(*arg);
+    }
+    eval
+}
+
+/// The key of an `EVALSHA <sha> <numkeys> <key> ...` (its fourth argument).
+pub(crate) fn eval_key(eval: &redis::Cmd) -> &[u8] {
+    match eval.args_iter().nth(3) {
+        Some(redis::Arg::Simple(key)) => key,
+        _ => b"",
+    }
+}
+
+pub(crate) fn is_no_script(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+pub(crate) fn is_corrupt(e: &redis::RedisError) -> bool {
+    e.to_string().contains("idem: corrupt record")
+}

@@ -1,0 +1,302 @@
+//! The [`Store`] on Redis: `begin` (from the replay cache, or a script
+//! call; on a full server, the peek that still answers recorded work),
+//! and the other transitions, each one script call.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use idem_core::waiters::Look;
+use idem_core::{
+    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState,
+    Removal, Store, StoreError, StoreErrorKind, StoreFuture,
+};
+use redis::Value;
+
+use crate::eviction;
+use crate::operations::{self, parse_token};
+use crate::scripts::evalsha;
+use crate::wire::{ms, TokenText};
+use crate::RedisStore;
+
+impl RedisStore {
+    /// The answer to `begin` from the replay cache, if it has one.
+    fn begin_cached(&self, id: &RecordId, fingerprint: &Fingerprint) -> Option<Begin> {
+        let cache = self.replay_cache()?;
+        if let Some(wakes) = &self.wakes {
+            // The cache is used only while the wake channel is subscribed.
+            wakes.start(&self.channel);
+        }
+        cache.answer(id, fingerprint)
+    }
+
+    /// `begin`, asked of Redis (the cache had no answer).
+    async fn begin_in_redis(
+        &self,
+        id: &RecordId,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        let cache = self.replay_cache();
+        let ticket = cache.and_then(|c| Some((c, c.ticket(id)?)));
+        // With a cache, a replay also answers its key's time to live.
+        let want_ttl: &[u8] = if ticket.is_some() { b"1" } else { b"" };
+        // The durable mode's answers from an existing record are writes of
+        // this connection, so that its WAIT covers them.
+        let durable: &[u8] = if self.replication.is_some() {
+            b"1"
+        } else {
+            b""
+        };
+        let eval = evalsha(
+            &self.scripts.begin,
+            self.key(id),
+            &[
+                fingerprint.as_bytes(),
+                ms(lease, &mut itoa::Buffer::new()),
+                want_ttl,
+                durable,
+            ],
+        );
+        self.eviction.check_if_due(&self.connection).await;
+        let sent = Instant::now();
+        let (reply, replicated) = match self
+            .eval_replicated("begin", &self.scripts.begin, &eval)
+            .await
+        {
+            // A full server refuses the claim; it may still answer a retry
+            // of what it recorded.
+            Err(full) if full.kind() == StoreErrorKind::Full => {
+                let peek = evalsha(
+                    &self.scripts.peek,
+                    self.key(id),
+                    &[fingerprint.as_bytes(), durable],
+                );
+                match self
+                    .eval_replicated("begin", &self.scripts.peek, &peek)
+                    .await?
+                {
+                    (Value::Int(0), _) => return Err(full),
+                    answer => answer,
+                }
+            }
+            answer => answer?,
+        };
+        if let Err(not_replicated) = replicated {
+            // Not acted on. A claim is released at once: nothing ran under it.
+            if let Value::BulkString(token) = &reply {
+                let lease = Lease {
+                    token: parse_token(token)?,
+                    duration: lease,
+                };
+                let _ = self.release(id, &lease).await;
+            }
+            return Err(not_replicated);
+        }
+        let unexpected = || StoreError::corrupt(format!("redis begin: unexpected reply {reply:?}"));
+        let items = match &reply {
+            Value::BulkString(token) => {
+                let lease = Lease {
+                    token: parse_token(token)?,
+                    duration: lease,
+                };
+                if let Some(policy) = self.eviction.refusing() {
+                    // The policy changed since the store connected: no new
+                    // work on a server that may forget its record.
+                    let _ = self.release(id, &lease).await;
+                    return Err(StoreError::unavailable_because(eviction::refusal(&policy)));
+                }
+                return Ok(Begin::Acquired(lease));
+            }
+            Value::Array(items) => items,
+            _ => return Err(unexpected()),
+        };
+        match (items.first(), items.get(1)) {
+            (Some(Value::BulkString(tag)), Some(Value::Int(left))) if tag == b"I" => {
+                // PTTL: milliseconds left of the lease (negative if the
+                // key has no expiry, which a lease always has).
+                let left = u64::try_from(*left).map_err(|_| unexpected())?;
+                Ok(Begin::InFlight {
+                    retry_after: Duration::from_millis(left),
+                })
+            }
+            (Some(Value::BulkString(tag)), Some(Value::BulkString(bytes))) if tag == b"R" => {
+                let outcome = Outcome::new(bytes.clone());
+                if let (Some((cache, ticket)), Some(Value::Int(left))) = (ticket, items.get(2)) {
+                    // The key lives at least `left` ms after the call was sent.
+                    if let Ok(left) = u64::try_from(*left) {
+                        let expires = sent + Duration::from_millis(left);
+                        cache.fill(id, ticket, fingerprint, &outcome, expires);
+                    }
+                }
+                Ok(Begin::Replay(outcome))
+            }
+            (Some(Value::BulkString(tag)), None) if tag == b"M" => Ok(Begin::Mismatch),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// `complete`'s script.
+    async fn complete_in_redis(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let token = TokenText::new(lease.token);
+        self.fenced(
+            "complete",
+            &self.scripts.complete,
+            id,
+            &[
+                token.as_bytes(),
+                ms(ttl, &mut itoa::Buffer::new()),
+                outcome.as_bytes(),
+                self.channel.as_bytes(),
+            ],
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        match self.begin_cached(id, fingerprint) {
+            Some(answer) => Ok(answer),
+            None => self.begin_in_redis(id, fingerprint, lease).await,
+        }
+    }
+
+    // A replay from the cache is answered at once, allocating nothing; a
+    // call to Redis boxes its work once.
+    fn begin_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> StoreFuture<Begin> {
+        match self.begin_cached(&id, &fingerprint) {
+            Some(answer) => StoreFuture::ready(Ok(answer)),
+            None => {
+                StoreFuture::boxed(
+                    async move { self.begin_in_redis(&id, &fingerprint, lease).await },
+                )
+            }
+        }
+    }
+
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.complete_in_redis(id, lease, outcome, ttl).await
+    }
+
+    fn complete_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        lease: Lease,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> StoreFuture<()> {
+        StoreFuture::boxed(async move { self.complete_in_redis(&id, &lease, &outcome, ttl).await })
+    }
+
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+        let token = TokenText::new(lease.token);
+        self.fenced(
+            "release",
+            &self.scripts.release,
+            id,
+            &[token.as_bytes(), self.channel.as_bytes()],
+        )
+        .await
+    }
+
+    async fn renew(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        duration: Duration,
+    ) -> Result<Lease, StoreError> {
+        let token = TokenText::new(lease.token);
+        self.fenced(
+            "renew",
+            &self.scripts.renew,
+            id,
+            &[token.as_bytes(), ms(duration, &mut itoa::Buffer::new())],
+        )
+        .await?;
+        Ok(Lease {
+            token: lease.token,
+            duration,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        let reply = self
+            .invoke("inspect", &self.scripts.inspect, self.key(id), &[])
+            .await?;
+        operations::inspected(&reply)
+    }
+
+    fn wakes(&self) -> bool {
+        self.wakes.is_some()
+    }
+
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
+        let Some(wakes) = &self.wakes else {
+            tokio::time::sleep(within).await;
+            return None;
+        };
+        wakes.start(&self.channel);
+        let look = async {
+            match self.inspect(id).await {
+                Ok(Some(RecordInfo {
+                    state: RecordInfoState::InFlight { .. },
+                    ..
+                })) => Look::InFlight,
+                // The durable mode answers a completed record only through
+                // `begin`, whose WAIT covers it: an inspection waits for no
+                // replica, and the record may not have reached one.
+                Ok(Some(RecordInfo {
+                    state: RecordInfoState::Completed { .. },
+                    ..
+                })) if self.replication.is_some() => Look::Changed(None),
+                Ok(read) => Look::Changed(read),
+                Err(_) => Look::Changed(None),
+            }
+        };
+        wakes.waiters.wait(self.key(id), within, look).await
+    }
+
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        let force: &[u8] = if force { b"1" } else { b"0" };
+        let reply = self
+            .invoke(
+                "remove",
+                &self.scripts.remove,
+                self.key(id),
+                &[force, self.channel.as_bytes()],
+            )
+            .await?;
+        let removal = operations::removed(&reply)?;
+        if let (Removal::Removed, Some(cache)) = (&removal, self.replay_cache()) {
+            cache.changed(id);
+        }
+        Ok(removal)
+    }
+}
