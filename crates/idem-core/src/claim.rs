@@ -44,6 +44,8 @@ pub struct Claim {
 pub(crate) struct ClaimShared {
     /// A renewal found the claim lost.
     pub(crate) lost: AtomicBool,
+    /// The engine stored the operation's outcome (its completion answered).
+    pub(crate) completed: AtomicBool,
     /// How the operation settled the claim itself ([`Settled`]), 0 if not.
     settled: AtomicU8,
     downstream: DownstreamKeys,
@@ -67,6 +69,7 @@ impl ClaimShared {
     pub(crate) fn new(scope: &Scope, key: &IdempotencyKey) -> Arc<Self> {
         Arc::new(Self {
             lost: AtomicBool::new(false),
+            completed: AtomicBool::new(false),
             settled: AtomicU8::new(0),
             downstream: DownstreamKeys::new(scope, key),
         })
@@ -185,6 +188,17 @@ impl Claim {
     }
 
     /// Settles the claim for the engine (once; later calls change nothing).
+    /// Whether the operation's outcome is stored: the engine's completion
+    /// was answered, or [`commit`](Claim::commit) recorded it with the
+    /// operation's writes. Read after the engine returns, it tells an
+    /// outcome that retries will be answered with from one still being
+    /// recorded in the background (the store was down): a queue consumer
+    /// acknowledges its message only in the first case.
+    pub fn is_recorded(&self) -> bool {
+        self.shared.completed.load(Ordering::SeqCst)
+            || self.shared.settled() == Some(Settled::Recorded)
+    }
+
     pub(crate) fn settle(&self, settled: Settled) {
         let n = match settled {
             Settled::Recorded => 1,

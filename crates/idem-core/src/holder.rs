@@ -192,6 +192,7 @@ impl<'a> Held<'a> {
                 self.phase = Phase::Completing(outcome);
                 match self.complete().await {
                     Ok(()) => {
+                        self.shared.completed.store(true, Ordering::SeqCst);
                         executed(call, "completed");
                         Ok(Execution::Executed(value))
                     }

@@ -1,0 +1,136 @@
+//! Batches: many deliveries handled with a bound on parallelism, each with
+//! its own verdict, reported as partial failures; optionally in order per
+//! group (a FIFO message group), where a failure holds back only the rest
+//! of its group.
+
+use futures_util::stream::{self, StreamExt as _};
+
+use crate::consumer::Consumer;
+use crate::delivery::{BrokerError, Delivery};
+use crate::handler::Handler;
+use crate::message::Message;
+use crate::verdict::{Action, Outcome, Verdict};
+
+/// How a batch is run.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchOptions {
+    /// At most this many handlers run at once (at least 1).
+    pub parallelism: usize,
+    /// Keeps order within groups: deliveries with the same group key run one
+    /// after another in batch order, and after one that is not settled
+    /// (redelivered), the rest of its group is not run but redelivered too.
+    /// Deliveries without a group key run as if ungrouped.
+    pub group_by: Option<fn(&Message) -> Option<String>>,
+}
+
+impl Default for BatchOptions {
+    /// 8 at once, no groups.
+    fn default() -> Self {
+        Self {
+            parallelism: 8,
+            group_by: None,
+        }
+    }
+}
+
+/// Each delivery's verdict, in batch order.
+#[derive(Debug)]
+pub struct BatchReport {
+    /// One per delivery, in the order given: the verdict, or the broker
+    /// error that kept it from being told (the message stays
+    /// unacknowledged).
+    pub items: Vec<Result<Verdict, BrokerError>>,
+}
+
+impl BatchReport {
+    /// The positions (from 0) of the deliveries that are not settled: to be
+    /// delivered again (AWS Lambda's `batchItemFailures`).
+    pub fn failures(&self) -> Vec<usize> {
+        self.items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| !matches!(item, Ok(v) if v.is_settled()))
+            .map(|(i, _)| i)
+            .collect()
+    }
+}
+
+impl<H: Handler> Consumer<H> {
+    /// Handles `deliveries` as `options` say, each settled with its broker
+    /// as soon as its verdict is known.
+    pub async fn handle_batch<D: Delivery>(
+        &self,
+        deliveries: Vec<D>,
+        options: BatchOptions,
+    ) -> BatchReport {
+        let n = deliveries.len();
+        let parallelism = options.parallelism.max(1);
+        // Runs: a group's deliveries in order, or one delivery alone.
+        let mut runs: Vec<Vec<(usize, D)>> = Vec::new();
+        let mut groups: Vec<(String, usize)> = Vec::new();
+        for (i, delivery) in deliveries.into_iter().enumerate() {
+            let group = options.group_by.and_then(|by| by(delivery.message()));
+            let Some(g) = group else {
+                runs.push(vec![(i, delivery)]);
+                continue;
+            };
+            if let Some((_, run)) = groups.iter().find(|(name, _)| *name == g) {
+                runs[*run].push((i, delivery));
+            } else {
+                groups.push((g, runs.len()));
+                runs.push(vec![(i, delivery)]);
+            }
+        }
+        let done: Vec<Vec<(usize, Result<Verdict, BrokerError>)>> = stream::iter(runs)
+            .map(|run| self.handle_in_order(run))
+            .buffer_unordered(parallelism)
+            .collect()
+            .await;
+        let mut items: Vec<Option<Result<Verdict, BrokerError>>> = (0..n).map(|_| None).collect();
+        for (i, item) in done.into_iter().flatten() {
+            items[i] = Some(item);
+        }
+        BatchReport {
+            items: items
+                .into_iter()
+                .map(|item| item.unwrap_or_else(|| Err(BrokerError::new("batch", "not handled"))))
+                .collect(),
+        }
+    }
+
+    /// A group's deliveries one after another; after one that is not
+    /// settled, the rest are redelivered without running.
+    async fn handle_in_order<D: Delivery>(
+        &self,
+        run: Vec<(usize, D)>,
+    ) -> Vec<(usize, Result<Verdict, BrokerError>)> {
+        let mut out = Vec::with_capacity(run.len());
+        let mut held_back: Option<std::time::Duration> = None;
+        for (i, delivery) in run {
+            let result = match held_back {
+                None => self.handle(delivery).await,
+                Some(after) => {
+                    let verdict = Verdict {
+                        outcome: Outcome::FailedTransient(
+                            "held back behind an earlier message of its group".to_owned(),
+                        ),
+                        action: Action::Redeliver { after },
+                    };
+                    delivery.settle(&verdict).await.map(|()| verdict)
+                }
+            };
+            if held_back.is_none() {
+                held_back = match &result {
+                    Ok(Verdict {
+                        action: Action::Redeliver { after },
+                        ..
+                    }) => Some(*after),
+                    Ok(_) => None,
+                    Err(_) => Some(std::time::Duration::from_millis(200)),
+                };
+            }
+            out.push((i, result));
+        }
+        out
+    }
+}

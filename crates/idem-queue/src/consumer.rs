@@ -1,0 +1,272 @@
+//! `Consumer`: the pipeline from a delivered message to a broker action,
+//! written once for every broker.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use idem_core::{Call, Claim, Engine, Error, Failure, Fingerprint, IdempotencyKey, Ran, Scope};
+
+use crate::backoff::Backoff;
+use crate::delivery::{BrokerError, Delivery};
+use crate::handler::Handler;
+use crate::key_source::KeySource;
+use crate::message::Message;
+use crate::verdict::{Action, Outcome, Verdict};
+
+/// Runs a [`Handler`] for each delivered message under idem's engine, and
+/// says what the broker must do with the message:
+///
+/// | outcome | action |
+/// | --- | --- |
+/// | executed (result recorded), replayed, or a final failure recorded | ack |
+/// | executed, but the record is not stored yet (the store went away) | redeliver after a backoff, until a delivery finds the record |
+/// | transient failure (claim released) | redeliver after a backoff |
+/// | transient failure on the last delivery allowed | dead-letter with the error |
+/// | in flight at another consumer | redeliver after its lease's time left (bounded by the backoff); never acked while its holder may still die |
+/// | key reused with another payload | dead-letter with the reason; never run |
+/// | no key, not JSON, not the handler's input | dead-letter with the reason; never run |
+/// | store unreachable or full | redeliver after a backoff; never dead-lettered |
+/// | the handler panicked, or its claim was lost while it ran | redeliver after the lease: the outcome is unknown, and the claim stays to its lease |
+///
+/// A message is acknowledged only once its outcome is stored, so a consumer
+/// that dies at any point leaves the message to be delivered again, and the
+/// redelivery is answered from the record if the handler got that far.
+pub struct Consumer<H> {
+    engine: Engine,
+    scope: Scope,
+    operation: String,
+    key: KeySource,
+    handler: H,
+    max_deliveries: u32,
+    backoff: Backoff,
+    progress_every: Duration,
+}
+
+/// The default number of deliveries after which a message that keeps
+/// failing transiently is dead-lettered.
+pub const DEFAULT_MAX_DELIVERIES: u32 = 10;
+
+impl<H: Handler> Consumer<H> {
+    /// A consumer of `operation`'s messages, keyed by their message id, in
+    /// the scope named after the operation.
+    pub fn new(engine: Engine, operation: impl Into<String>, handler: H) -> Self {
+        let operation = operation.into();
+        let progress_every = engine.policy().lease_value() / 3;
+        Self {
+            engine,
+            scope: Scope::new(operation.clone()),
+            operation,
+            key: KeySource::MessageId,
+            handler,
+            max_deliveries: DEFAULT_MAX_DELIVERIES,
+            backoff: Backoff::default(),
+            progress_every,
+        }
+    }
+
+    /// Takes each message's key from `key` (default: the message id).
+    #[must_use]
+    pub fn key(mut self, key: KeySource) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Namespaces the keys (default: the operation's name).
+    #[must_use]
+    pub fn scope(mut self, scope: impl Into<Scope>) -> Self {
+        self.scope = scope.into();
+        self
+    }
+
+    /// Dead-letters a message that failed transiently on its
+    /// `max_deliveries`-th delivery (default 10).
+    #[must_use]
+    pub fn max_deliveries(mut self, max_deliveries: u32) -> Self {
+        self.max_deliveries = max_deliveries.max(1);
+        self
+    }
+
+    /// The delays between deliveries (default 200 ms doubling to 30 s).
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// How often a running handler's delivery is reported in progress
+    /// (default: a third of the engine's lease).
+    #[must_use]
+    pub fn progress_every(mut self, every: Duration) -> Self {
+        self.progress_every = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Decides `delivery`'s verdict and tells its broker. A broker that
+    /// cannot be told leaves the message unacknowledged, to be delivered
+    /// again.
+    pub async fn handle<D: Delivery>(&self, delivery: D) -> Result<Verdict, BrokerError> {
+        let verdict = self.decide(&delivery).await;
+        tracing::debug!(target: "idem", operation = %self.operation, id = ?delivery.message().id, verdict = %verdict, "delivery settled");
+        delivery.settle(&verdict).await?;
+        Ok(verdict)
+    }
+
+    /// The verdict on `delivery`, its handler run if it must be; the
+    /// delivery is reported in progress while the handler runs.
+    pub async fn decide<D: Delivery>(&self, delivery: &D) -> Verdict {
+        let run = AssertUnwindSafe(self.run(delivery.message())).catch_unwind();
+        tokio::pin!(run);
+        let mut progress = tokio::time::interval_at(
+            tokio::time::Instant::now() + self.progress_every,
+            self.progress_every,
+        );
+        let ran = loop {
+            tokio::select! {
+                ran = &mut run => break ran,
+                _ = progress.tick() => delivery.in_progress().await,
+            }
+        };
+        ran.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            tracing::error!(target: "idem", operation = %self.operation, panic = %what, "the handler panicked; its outcome is unknown and its claim is kept to its lease");
+            self.unknown(format!("the handler panicked: {what}"))
+        })
+    }
+
+    /// Runs the handler for `message` under the engine, and maps what
+    /// happened to a verdict.
+    async fn run(&self, message: &Message) -> Verdict {
+        let call = match self.call(message) {
+            Ok(call) => call,
+            Err(why) => return dead(Outcome::Malformed(why.clone()), why),
+        };
+        let (call, input) = call;
+        let claim: Arc<Mutex<Option<Claim>>> = Arc::default();
+        let held = Arc::clone(&claim);
+        let ran = self
+            .engine
+            .run(&call, |c| {
+                *held.lock().unwrap_or_else(PoisonError::into_inner) = Some(c.clone());
+                self.handler.handle(input, c)
+            })
+            .await;
+        let recorded = claim
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_none_or(Claim::is_recorded);
+        self.verdict(message, ran, recorded)
+    }
+
+    /// The call for `message` and the handler's input, or why it has none.
+    fn call(&self, message: &Message) -> Result<(Call, H::Input), String> {
+        let payload: serde_json::Value = serde_json::from_slice(&message.payload)
+            .map_err(|e| format!("the payload is not JSON: {e}"))?;
+        let key = self.key.key_of(message, &payload)?;
+        let key = IdempotencyKey::parse(&key)
+            .map_err(|e| format!("the message's key is not a valid idempotency key: {e}"))?;
+        let fingerprint = Fingerprint::of(&self.operation, &payload)
+            .map_err(|e| format!("the payload cannot be fingerprinted: {e}"))?;
+        let input = <H::Input as serde::Deserialize>::deserialize(&payload)
+            .map_err(|e| format!("the payload is not this handler's input: {e}"))?;
+        let call =
+            Call::new(self.scope.clone(), key, fingerprint).with_operation(self.operation.clone());
+        Ok((call, input))
+    }
+
+    fn verdict(
+        &self,
+        message: &Message,
+        ran: Result<Ran<H::Output>, Error<H::Error>>,
+        recorded: bool,
+    ) -> Verdict {
+        let backoff = self.backoff.after(message.deliveries);
+        let later = |outcome| Verdict {
+            outcome,
+            action: Action::Redeliver { after: backoff },
+        };
+        let ack = |outcome| Verdict {
+            outcome,
+            action: Action::Ack,
+        };
+        match ran {
+            Ok(Ran::Executed(_)) if recorded => ack(Outcome::Executed),
+            Ok(Ran::Executed(_)) => later(Outcome::RecordPending),
+            Ok(Ran::Replayed(_)) => ack(Outcome::Replayed),
+            Err(Error::Failed(Ran::Replayed(e))) => ack(Outcome::FailedFinal(e.to_string())),
+            Err(Error::Failed(Ran::Executed(e))) if e.is_final() && recorded => {
+                ack(Outcome::FailedFinal(e.to_string()))
+            }
+            Err(Error::Failed(Ran::Executed(e))) if e.is_final() => later(Outcome::RecordPending),
+            Err(Error::Failed(Ran::Executed(e))) if message.deliveries >= self.max_deliveries => {
+                let reason = format!(
+                    "failed on each of {} deliveries; the last error: {e}",
+                    message.deliveries
+                );
+                dead(Outcome::Poisoned(e.to_string()), reason)
+            }
+            Err(Error::Failed(Ran::Executed(e))) => later(Outcome::FailedTransient(e.to_string())),
+            Err(Error::InFlight { retry_after }) => Verdict {
+                outcome: Outcome::InFlight,
+                action: Action::Redeliver {
+                    after: self.backoff.bounded(retry_after),
+                },
+            },
+            Err(Error::Mismatch) => dead(
+                Outcome::KeyReused,
+                "the message's key was used before for another payload; it was not run".to_owned(),
+            ),
+            Err(Error::Store(e)) => later(Outcome::StoreUnavailable(e.to_string())),
+            Err(Error::LeaseLost) => {
+                // Another delivery took the claim over; its record answers
+                // the next delivery.
+                later(Outcome::Unknown(
+                    "the claim was lost while the handler ran".to_owned(),
+                ))
+            }
+            Err(Error::Codec(e)) => dead(
+                Outcome::Unknown(e.to_string()),
+                format!("the handler's result cannot be recorded or read back: {e}"),
+            ),
+            Err(Error::InvalidKey(e)) => {
+                let why = format!("the message's key is not a valid idempotency key: {e}");
+                dead(Outcome::Malformed(why.clone()), why)
+            }
+            Err(Error::Fingerprint(e)) => {
+                let why = format!("the payload cannot be fingerprinted: {e}");
+                dead(Outcome::Malformed(why.clone()), why)
+            }
+            // A kind of error this version does not know: not acked.
+            Err(other) => later(Outcome::Unknown(other.to_string())),
+        }
+    }
+
+    /// A handler that panicked: its claim stays to its lease, and the
+    /// message comes back once the lease is over.
+    fn unknown(&self, why: String) -> Verdict {
+        Verdict {
+            outcome: Outcome::Unknown(why),
+            action: Action::Redeliver {
+                after: self.engine.policy().lease_value(),
+            },
+        }
+    }
+}
+
+fn dead(outcome: Outcome, reason: String) -> Verdict {
+    Verdict {
+        outcome,
+        action: Action::DeadLetter { reason },
+    }
+}

@@ -1,0 +1,70 @@
+//! # idem-queue
+//!
+//! Queue consumers whose messages take effect exactly once, on idem. A
+//! broker delivers at least once: a consumer that dies before its ack, a
+//! redelivery after an ack deadline, a producer that publishes twice. The
+//! [`Consumer`] runs each message's [`Handler`] under idem's engine, keyed
+//! by the message (its id, a header or a payload field), and tells the
+//! broker what to do from what happened: ack only once the outcome is
+//! stored, redeliver later (never in a hot loop) what could not finish,
+//! dead-letter what must never run or keeps failing, and never ack a
+//! duplicate whose first delivery may still be running elsewhere (the table
+//! is on [`Consumer`]).
+//!
+//! The pipeline is written once; each broker is an adapter that reads a
+//! delivery into a [`Message`] and carries out the [`Action`]:
+//!
+//! - [`rabbitmq`] (feature `rabbitmq`, `lapin`);
+//! - [`nats`] (feature `nats`, `async-nats`, JetStream pull consumers);
+//! - [`redis_streams`] (feature `redis-streams`, consumer groups).
+//!
+//! A consumer frozen past its broker's ack deadline and its claim's lease
+//! while another consumer runs the redelivered message must not land its
+//! effect when it wakes: no broker can tell which delivery an ack belongs
+//! to. idem's claim does: commit the effect with the record
+//! ([`idem_core::Claim::commit`]), or pass its fencing token to where the
+//! effect lands.
+//!
+//! ```
+//! use idem_core::{Engine, MemoryStore, Never};
+//! use idem_queue::{handler_fn, Consumer, KeySource};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct OrderPlaced { order_id: String, sku: String }
+//!
+//! let consumer = Consumer::new(
+//!     Engine::new(MemoryStore::new()),
+//!     "ship-order",
+//!     handler_fn(|order: OrderPlaced, _claim| async move {
+//!         // ship it; the shipment id is recorded and replayed
+//!         Ok::<_, Never>(format!("shipment of {} for {}", order.sku, order.order_id))
+//!     }),
+//! )
+//! .key(KeySource::Field("/order_id".into()));
+//! # let _ = consumer;
+//! ```
+
+mod backoff;
+mod batch;
+mod consumer;
+mod delivery;
+mod handler;
+mod key_source;
+mod message;
+mod verdict;
+
+#[cfg(feature = "nats")]
+pub mod nats;
+#[cfg(feature = "rabbitmq")]
+pub mod rabbitmq;
+#[cfg(feature = "redis-streams")]
+pub mod redis_streams;
+
+pub use backoff::Backoff;
+pub use batch::{BatchOptions, BatchReport};
+pub use consumer::{Consumer, DEFAULT_MAX_DELIVERIES};
+pub use delivery::{BrokerError, Delivery};
+pub use handler::{handler_fn, Handler, HandlerFn};
+pub use key_source::KeySource;
+pub use message::Message;
+pub use verdict::{Action, Outcome, Verdict};

@@ -1,0 +1,205 @@
+//! NATS JetStream through `async-nats` (feature `nats`): a pull consumer,
+//! each delivery settled by the [`Consumer`]'s verdict.
+//!
+//! - **Ack**: a double ack (the server confirms it), after the outcome is
+//!   stored.
+//! - **Redeliver after a delay**: `-NAK` with the delay.
+//! - **In progress**: `+WPI` every [`Consumer::progress_every`] while the
+//!   handler runs, so the message is not redelivered at `ack_wait`.
+//! - **Dead-letter**: published to the dead-letter subject (`<subject
+//!   prefix>.dead`, set in [`JetStreamOptions`], which a stream must capture)
+//!   with the reason in its `Idem-Reason` header, then `+TERM`.
+//! - **Deliveries**: the message's `num_delivered`.
+//!
+//! A consumer frozen past `ack_wait` acks late and JetStream accepts it
+//! (nats-io/nats-server#4786): the ack does not say which delivery it is
+//! for. The claim's fencing (the effect committed with the record) is what
+//! keeps its effect from landing twice.
+//!
+//! Publishing downstream from a handler: [`publish_once`] sets `Nats-Msg-Id`
+//! from the claim's downstream key, so JetStream drops a takeover's
+//! republish within the stream's duplicate window (2 minutes by default);
+//! past the window it is stored again, and the next consumer's idem (keyed
+//! by message id) runs it once.
+
+use std::sync::Arc;
+
+use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::{AckKind, Context};
+use async_nats::HeaderMap;
+use futures_util::StreamExt as _;
+use idem_core::Claim;
+
+use crate::consumer::Consumer;
+use crate::delivery::{BrokerError, Delivery};
+use crate::handler::Handler;
+use crate::message::Message;
+use crate::verdict::{Action, Verdict};
+
+/// The header JetStream deduplicates publishes by.
+pub const MSG_ID: &str = "Nats-Msg-Id";
+
+/// How a pull consumer is consumed.
+#[derive(Clone, Debug)]
+pub struct JetStreamOptions {
+    /// Where dead letters are published (a stream must capture it).
+    pub dead_letter_subject: String,
+    /// Handlers at once.
+    pub parallelism: usize,
+}
+
+/// One JetStream delivery.
+pub struct JetStreamDelivery {
+    message: Message,
+    delivery: async_nats::jetstream::Message,
+    js: Context,
+    dead_letters: Arc<str>,
+}
+
+impl JetStreamDelivery {
+    /// Wraps `delivery`; dead letters are published on `dead_letters` with `js`.
+    pub fn new(
+        delivery: async_nats::jetstream::Message,
+        js: Context,
+        dead_letters: Arc<str>,
+    ) -> Self {
+        Self {
+            message: message_of(&delivery),
+            delivery,
+            js,
+            dead_letters,
+        }
+    }
+}
+
+/// What the pipeline reads of a JetStream delivery.
+pub fn message_of(delivery: &async_nats::jetstream::Message) -> Message {
+    let mut headers = Vec::new();
+    let mut id = None;
+    if let Some(map) = &delivery.message.headers {
+        for (name, values) in map.iter() {
+            for value in values {
+                let (name, value): (&str, &str) = (name.as_ref(), value.as_ref());
+                if name.eq_ignore_ascii_case(MSG_ID) && id.is_none() {
+                    id = Some(value.to_owned());
+                }
+                headers.push((name.to_owned(), value.to_owned()));
+            }
+        }
+    }
+    let deliveries = delivery
+        .info()
+        .ok()
+        .and_then(|info| u32::try_from(info.delivered).ok())
+        .unwrap_or(1)
+        .max(1);
+    Message {
+        payload: delivery.message.payload.clone(),
+        id,
+        headers,
+        deliveries,
+    }
+}
+
+fn broker(what: &str) -> impl FnOnce(async_nats::Error) -> BrokerError + '_ {
+    move |e| BrokerError::new(format!("jetstream {what}"), e)
+}
+
+impl Delivery for JetStreamDelivery {
+    fn message(&self) -> &Message {
+        &self.message
+    }
+
+    async fn in_progress(&self) {
+        if let Err(e) = self.delivery.ack_with(AckKind::Progress).await {
+            tracing::debug!(target: "idem", error = %e, "jetstream: the in-progress ack failed");
+        }
+    }
+
+    async fn settle(self, verdict: &Verdict) -> Result<(), BrokerError> {
+        match &verdict.action {
+            Action::Ack => self.delivery.double_ack().await.map_err(broker("ack")),
+            Action::Redeliver { after } => self
+                .delivery
+                .ack_with(AckKind::Nak(Some(*after)))
+                .await
+                .map_err(broker("nak")),
+            Action::DeadLetter { reason } => {
+                let mut headers = self.delivery.message.headers.clone().unwrap_or_default();
+                headers.insert("Idem-Reason", reason.replace(['\r', '\n'], " ").as_str());
+                headers.insert("Idem-Subject", self.delivery.message.subject.as_str());
+                self.js
+                    .publish_with_headers(
+                        self.dead_letters.to_string(),
+                        headers,
+                        self.delivery.message.payload.clone(),
+                    )
+                    .await
+                    .map_err(|e| BrokerError::new("jetstream dead-letter publish", e))?
+                    .await
+                    .map_err(|e| BrokerError::new("jetstream dead-letter ack", e))?;
+                self.delivery
+                    .ack_with(AckKind::Term)
+                    .await
+                    .map_err(broker("term"))
+            }
+        }
+    }
+}
+
+/// Consumes `pull` with `consumer` until its message stream ends: at most
+/// `options.parallelism` handlers at once.
+pub async fn consume<H: Handler>(
+    consumer: Arc<Consumer<H>>,
+    js: Context,
+    pull: PullConsumer,
+    options: JetStreamOptions,
+) -> Result<(), BrokerError> {
+    let dead_letters: Arc<str> = Arc::from(options.dead_letter_subject.as_str());
+    let permits = Arc::new(tokio::sync::Semaphore::new(options.parallelism.max(1)));
+    let mut messages = pull
+        .messages()
+        .await
+        .map_err(|e| BrokerError::new("jetstream messages", e))?;
+    let mut running = tokio::task::JoinSet::new();
+    while let Some(delivery) = messages.next().await {
+        let delivery = delivery.map_err(|e| BrokerError::new("jetstream delivery", e))?;
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            break;
+        };
+        let delivery = JetStreamDelivery::new(delivery, js.clone(), Arc::clone(&dead_letters));
+        let consumer = Arc::clone(&consumer);
+        running.spawn(async move {
+            if let Err(e) = consumer.handle(delivery).await {
+                tracing::warn!(target: "idem", error = %e, "jetstream: the verdict could not be told; the message will be redelivered");
+            }
+            drop(permit);
+        });
+        while running.try_join_next().is_some() {}
+    }
+    Err(BrokerError::new(
+        "jetstream consume",
+        "the pull consumer's message stream ended",
+    ))
+}
+
+/// Publishes `payload` to `subject` from inside a handler with `Nats-Msg-Id`
+/// derived from `claim` and `name`, and waits for JetStream's ack; a
+/// republish after a takeover is the same message id, dropped as a
+/// duplicate within the stream's window.
+pub async fn publish_once(
+    js: &Context,
+    claim: &Claim,
+    name: &str,
+    subject: &str,
+    payload: bytes::Bytes,
+) -> Result<(), BrokerError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(MSG_ID, claim.downstream_key(name).as_str());
+    js.publish_with_headers(subject.to_owned(), headers, payload)
+        .await
+        .map_err(|e| BrokerError::new("jetstream publish", e))?
+        .await
+        .map_err(|e| BrokerError::new("jetstream publish ack", e))?;
+    Ok(())
+}
