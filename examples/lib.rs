@@ -12,6 +12,11 @@ pub mod provider;
 
 pub mod setup;
 
+/// The order pipeline's handler, shared by the broker examples
+/// (`orders_rabbitmq`, `orders_nats`, `orders_redis_streams`).
+#[path = "orders/shipping.rs"]
+pub mod shipping;
+
 /// Serving a router with a header read timeout (used by the payments example).
 #[path = "payments/serve.rs"]
 pub mod serve;

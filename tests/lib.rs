@@ -7,9 +7,11 @@
 //! replication proxy (`replication_proxy`) topologies on Redis or Valkey
 //! (`server`), PostgreSQL
 //! (`postgres`) and PgBouncer (`pgbouncer`), and free ports and waiting for
-//! servers (`ports`).
+//! servers (`ports`), and consumer processes of the order examples
+//! (`worker`).
 
 mod alive_tasks;
+pub mod brokers;
 mod claims;
 pub mod cluster;
 mod fake_stores;
@@ -24,6 +26,7 @@ pub mod sentinel;
 mod server;
 mod serving;
 mod unique;
+mod worker;
 
 pub use alive_tasks::{alive_tasks, alive_tasks_after};
 pub use claims::{call, claim};
@@ -40,3 +43,4 @@ pub use redis::{
 pub use server::Server;
 pub use serving::{serve, serve_actix};
 pub use unique::unique_prefix;
+pub use worker::{example_binary, Worker};

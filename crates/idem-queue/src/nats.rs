@@ -163,7 +163,13 @@ pub async fn consume<H: Handler>(
         .map_err(|e| BrokerError::new("jetstream messages", e))?;
     let mut running = tokio::task::JoinSet::new();
     while let Some(delivery) = messages.next().await {
-        let delivery = delivery.map_err(|e| BrokerError::new("jetstream delivery", e))?;
+        let delivery = match delivery {
+            Ok(delivery) => delivery,
+            Err(e) => {
+                running.detach_all();
+                return Err(BrokerError::new("jetstream delivery", e));
+            }
+        };
         let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
             break;
         };
@@ -177,6 +183,9 @@ pub async fn consume<H: Handler>(
         });
         while running.try_join_next().is_some() {}
     }
+    // Handlers still running finish on their own: dropping them would
+    // leave their outcome unknown.
+    running.detach_all();
     Err(BrokerError::new(
         "jetstream consume",
         "the pull consumer's message stream ended",

@@ -243,7 +243,13 @@ pub async fn consume<H: Handler>(
         .map_err(broker("basic.consume"))?;
     let mut running = tokio::task::JoinSet::new();
     while let Some(delivery) = deliveries.next().await {
-        let delivery = delivery.map_err(broker("delivery"))?;
+        let delivery = match delivery {
+            Ok(delivery) => delivery,
+            Err(e) => {
+                running.detach_all();
+                return Err(broker("delivery")(e));
+            }
+        };
         let delivery = RabbitDelivery::new(delivery, channel.clone(), Arc::clone(&dead_letters));
         let consumer = Arc::clone(&consumer);
         running.spawn(async move {
@@ -253,6 +259,9 @@ pub async fn consume<H: Handler>(
         });
         while running.try_join_next().is_some() {}
     }
+    // Handlers still running finish on their own: dropping them would
+    // leave their outcome unknown.
+    running.detach_all();
     Err(BrokerError::new(
         "rabbitmq consume",
         format!("the consumer of {queue} was cancelled or its channel closed"),

@@ -1,0 +1,36 @@
+//! Ships orders from a Redis Stream through a consumer group, each once:
+//! `cargo run --example orders_redis_streams`. Settings: `STREAM`
+//! (orders:placed; dead letters to `<stream>:dead`), `GROUP` (shippers),
+//! `CONSUMER` (this process's name in the group; default `shipper-<pid>`),
+//! `MIN_IDLE_MS` (an entry pending this long is taken over; 30000), and
+//! those of [`Settings`](idem_examples::shipping::Settings). Each entry's
+//! `payload` field is the order (JSON).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_examples::shipping::Settings;
+use idem_queue::redis_streams::{consume, StreamOptions};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let settings = Settings::from_env();
+    let var = |name: &str, default: String| std::env::var(name).unwrap_or(default);
+    let stream = var("STREAM", "orders:placed".to_owned());
+    let mut options = StreamOptions::new(
+        &stream,
+        &var("GROUP", "shippers".to_owned()),
+        &var("CONSUMER", format!("shipper-{}", std::process::id())),
+    );
+    options.min_idle =
+        Duration::from_millis(var("MIN_IDLE_MS", String::new()).parse().unwrap_or(30_000));
+    let consumer = Arc::new(settings.consumer().await?);
+    let client = redis::Client::open(settings.redis_url.as_str())?;
+    println!("consuming {stream}");
+    loop {
+        if let Err(e) = consume(Arc::clone(&consumer), client.clone(), options.clone()).await {
+            eprintln!("orders_redis_streams: {e}; consuming again in a second");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

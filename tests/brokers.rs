@@ -1,0 +1,344 @@
+//! The brokers the order examples consume from, each on a queue or stream
+//! of the test's own: publishing an order, what is still outstanding
+//! (unacknowledged or not yet delivered), and the dead letters. Orders are
+//! published with the brokers' own tools where they have one
+//! (`redis-cli XADD`) and with their standard clients otherwise.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+/// A dead letter: its payload and the reason given.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    /// The message as published.
+    pub payload: String,
+    /// Why it was dead-lettered.
+    pub reason: String,
+}
+
+/// A broker with a queue or stream of a test's own.
+#[allow(async_fn_in_trait)]
+pub trait Broker {
+    /// The example that consumes it.
+    const EXAMPLE: &'static str;
+    /// The example's settings that point it at this queue; `redeliver_ms`
+    /// is how soon an unacknowledged message of a dead or frozen consumer
+    /// is delivered again (where the broker lets a consumer say).
+    fn env(&self, redeliver_ms: u64) -> Vec<(&'static str, String)>;
+    /// Publishes `payload`.
+    async fn publish(&self, payload: &str);
+    /// Messages not yet acknowledged or dead-lettered.
+    async fn outstanding(&self) -> u64;
+    /// The dead letters so far.
+    async fn dead_letters(&self) -> Vec<DeadLetter>;
+}
+
+fn suffix(label: &str) -> String {
+    crate::unique_prefix(label)
+        .trim_end_matches(':')
+        .replace([':', '-'], "_")
+}
+
+/// The AMQP URL of the machine's RabbitMQ.
+pub fn amqp_url() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+/// A quorum queue of the test's own on the machine's RabbitMQ.
+pub struct RabbitMq {
+    queue: String,
+    channel: lapin::Channel,
+    connection: Connection,
+}
+
+impl RabbitMq {
+    /// Declares the queue (as the example does).
+    pub async fn new() -> Self {
+        let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
+            .await
+            .expect("RabbitMQ on 127.0.0.1:5672 (scripts/services.sh starts it)");
+        let channel = connection.create_channel().await.expect("channel");
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirms");
+        let queue = suffix("orders");
+        let mut arguments = FieldTable::default();
+        arguments.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare(&queue, durable, arguments)
+            .await
+            .expect("queue");
+        Self {
+            queue,
+            channel,
+            connection,
+        }
+    }
+
+    fn count(queue: &str) -> u64 {
+        // RabbitMQ's own tool: ready and unacknowledged messages.
+        let out = std::process::Command::new("rabbitmqctl")
+            .args([
+                "list_queues",
+                "-q",
+                "--no-table-headers",
+                "name",
+                "messages",
+            ])
+            .output()
+            .expect("rabbitmqctl");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| {
+                let mut parts = l.split_whitespace();
+                (parts.next() == Some(queue)).then(|| parts.next()?.parse().ok())?
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Broker for RabbitMq {
+    const EXAMPLE: &'static str = "orders_rabbitmq";
+
+    fn env(&self, _redeliver_ms: u64) -> Vec<(&'static str, String)> {
+        // A frozen consumer's connection is closed (and its messages
+        // requeued) after two missed heartbeats of a second.
+        vec![
+            ("AMQP_URL", format!("{}?heartbeat=1", amqp_url())),
+            ("QUEUE", self.queue.clone()),
+        ]
+    }
+
+    async fn publish(&self, payload: &str) {
+        let confirm = self
+            .channel
+            .basic_publish(
+                "",
+                &self.queue,
+                BasicPublishOptions::default(),
+                payload.as_bytes(),
+                BasicProperties::default().with_delivery_mode(2),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+        assert!(confirm.is_ack(), "RabbitMQ took the order");
+    }
+
+    async fn outstanding(&self) -> u64 {
+        Self::count(&self.queue)
+    }
+
+    async fn dead_letters(&self) -> Vec<DeadLetter> {
+        let dead = format!("{}.dead", self.queue);
+        let mut letters = Vec::new();
+        // Read without acknowledging, then requeued when the channel closes.
+        let channel = self.connection.create_channel().await.expect("channel");
+        while let Ok(Some(got)) = channel.basic_get(&dead, BasicGetOptions::default()).await {
+            let reason = got
+                .delivery
+                .properties
+                .headers()
+                .as_ref()
+                .and_then(|h| h.inner().get("x-idem-reason").cloned())
+                .and_then(|v| match v {
+                    AMQPValue::LongString(s) => {
+                        Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default();
+            letters.push(DeadLetter {
+                payload: String::from_utf8_lossy(&got.delivery.data).into_owned(),
+                reason,
+            });
+        }
+        let _ = channel.close(200, "read").await;
+        letters
+    }
+}
+
+/// A JetStream stream of the test's own on the machine's NATS.
+pub struct JetStream {
+    stream: String,
+    js: jetstream::Context,
+}
+
+impl JetStream {
+    /// Connects; the example creates the stream.
+    pub async fn new() -> Self {
+        let client = async_nats::connect("nats://127.0.0.1:4222")
+            .await
+            .expect("NATS on 127.0.0.1:4222 (scripts/services.sh starts it)");
+        Self {
+            stream: suffix("ORDERS").to_uppercase(),
+            js: jetstream::new(client),
+        }
+    }
+}
+
+impl Broker for JetStream {
+    const EXAMPLE: &'static str = "orders_nats";
+
+    fn env(&self, redeliver_ms: u64) -> Vec<(&'static str, String)> {
+        vec![
+            ("STREAM", self.stream.clone()),
+            ("ACK_WAIT_MS", redeliver_ms.to_string()),
+        ]
+    }
+
+    async fn publish(&self, payload: &str) {
+        self.js
+            .publish(format!("{}.placed", self.stream), payload.to_owned().into())
+            .await
+            .expect("publish")
+            .await
+            .expect("JetStream took the order");
+    }
+
+    async fn outstanding(&self) -> u64 {
+        let Ok(stream) = self.js.get_stream(&self.stream).await else {
+            return 0;
+        };
+        let Ok(mut consumer) = stream
+            .get_consumer::<jetstream::consumer::pull::Config>("shippers")
+            .await
+        else {
+            return 0;
+        };
+        match consumer.info().await {
+            Ok(info) => info.num_pending + u64::try_from(info.num_ack_pending).unwrap_or(0),
+            Err(_) => u64::MAX,
+        }
+    }
+
+    async fn dead_letters(&self) -> Vec<DeadLetter> {
+        let Ok(mut dead) = self.js.get_stream(format!("{}_DEAD", self.stream)).await else {
+            return Vec::new();
+        };
+        let last = dead.info().await.map_or(0, |i| i.state.last_sequence);
+        let mut letters = Vec::new();
+        for seq in 1..=last {
+            if let Ok(m) = dead.get_raw_message(seq).await {
+                letters.push(DeadLetter {
+                    payload: String::from_utf8_lossy(&m.payload).into_owned(),
+                    reason: m
+                        .headers
+                        .get("Idem-Reason")
+                        .map(|v| v.as_str().to_owned())
+                        .unwrap_or_default(),
+                });
+            }
+        }
+        letters
+    }
+}
+
+/// A Redis Stream of the test's own on the machine's Redis.
+pub struct RedisStream {
+    stream: String,
+}
+
+impl RedisStream {
+    /// A name; the example creates the stream and its group.
+    pub fn new() -> Self {
+        Self {
+            stream: crate::unique_prefix("orders-stream") + "placed",
+        }
+    }
+
+    fn cli(args: &[&str]) -> String {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", "6379"])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Default for RedisStream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Broker for RedisStream {
+    const EXAMPLE: &'static str = "orders_redis_streams";
+
+    fn env(&self, redeliver_ms: u64) -> Vec<(&'static str, String)> {
+        vec![
+            ("STREAM", self.stream.clone()),
+            ("MIN_IDLE_MS", redeliver_ms.to_string()),
+        ]
+    }
+
+    async fn publish(&self, payload: &str) {
+        // Redis's own tool.
+        let id = Self::cli(&["XADD", &self.stream, "*", "payload", payload]);
+        assert!(id.contains('-'), "XADD: {id}");
+    }
+
+    async fn outstanding(&self) -> u64 {
+        // Pending entries, and entries the group has not read yet.
+        let pending = Self::cli(&["XPENDING", &self.stream, "shippers"]);
+        let pending: u64 = pending
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(0);
+        let groups = Self::cli(&["XINFO", "GROUPS", &self.stream]);
+        let lines: Vec<&str> = groups.lines().collect();
+        let lag = lines
+            .iter()
+            .position(|l| *l == "lag")
+            .and_then(|i| lines.get(i + 1))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        pending + lag
+    }
+
+    async fn dead_letters(&self) -> Vec<DeadLetter> {
+        let out = Self::cli(&[
+            "--raw",
+            "XRANGE",
+            &format!("{}:dead", self.stream),
+            "-",
+            "+",
+        ]);
+        let lines: Vec<&str> = out.lines().collect();
+        let mut letters = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            if *line == "payload" {
+                let payload = lines.get(i + 1).copied().unwrap_or_default().to_owned();
+                let reason = lines[i..]
+                    .iter()
+                    .position(|l| *l == "reason")
+                    .and_then(|j| lines.get(i + j + 1))
+                    .copied()
+                    .unwrap_or_default()
+                    .to_owned();
+                letters.push(DeadLetter { payload, reason });
+            }
+        }
+        letters
+    }
+}
+
+/// How long the stories wait for a state before they fail.
+pub const PATIENCE: Duration = Duration::from_secs(40);
