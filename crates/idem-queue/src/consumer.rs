@@ -24,7 +24,7 @@ use crate::verdict::{Action, Outcome, Verdict};
 /// | executed, but the record is not stored yet (the store went away) | redeliver after a backoff, until a delivery finds the record |
 /// | transient failure (claim released) | redeliver after a backoff |
 /// | transient failure on the last delivery allowed | dead-letter with the error |
-/// | in flight at another consumer | redeliver after its lease's time left (bounded by the backoff); never acked while its holder may still die |
+/// | in flight at another consumer | redeliver after the backoff, at most the holder's lease's time left; never acked while its holder may still die |
 /// | key reused with another payload | dead-letter with the reason; never run |
 /// | no key, not JSON, not the handler's input | dead-letter with the reason; never run |
 /// | store unreachable or full | redeliver after a backoff; never dead-lettered |
@@ -217,10 +217,13 @@ impl<H: Handler> Consumer<H> {
                 dead(Outcome::Poisoned(e.to_string()), reason)
             }
             Err(Error::Failed(Ran::Executed(e))) => later(Outcome::FailedTransient(e.to_string())),
+            // Looked at again with the backoff, and no later than the
+            // holder's lease ends: soon after the holder records, its
+            // record answers.
             Err(Error::InFlight { retry_after }) => Verdict {
                 outcome: Outcome::InFlight,
                 action: Action::Redeliver {
-                    after: self.backoff.bounded(retry_after),
+                    after: self.backoff.bounded(retry_after.min(backoff)),
                 },
             },
             Err(Error::Mismatch) => dead(

@@ -1,0 +1,342 @@
+//! The consumer pipeline, broker-neutral: each outcome of a delivery and
+//! the action the broker is told, on the memory store (and a store that is
+//! down), with deliveries that record what they were told.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use idem_core::{Claim, Engine, Failure, MemoryStore, Policy};
+use idem_queue::{
+    handler_fn, Action, Backoff, BatchOptions, BrokerError, Consumer, Delivery, Handler, KeySource,
+    Message, Outcome, Verdict,
+};
+use idem_tests::DownStore;
+use serde::{Deserialize, Serialize};
+
+/// A delivery that keeps the action it was told.
+struct Told {
+    message: Message,
+    told: Arc<Mutex<Vec<Action>>>,
+}
+
+impl Delivery for Told {
+    fn message(&self) -> &Message {
+        &self.message
+    }
+
+    async fn settle(self, verdict: &Verdict) -> Result<(), BrokerError> {
+        self.told
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(verdict.action.clone());
+        Ok(())
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Order {
+    order_id: String,
+    sku: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, thiserror::Error)]
+enum ShipError {
+    #[error("the carrier is unavailable")]
+    CarrierDown,
+    #[error("out of stock")]
+    OutOfStock,
+}
+
+impl Failure for ShipError {
+    fn is_final(&self) -> bool {
+        matches!(self, Self::OutOfStock)
+    }
+}
+
+/// A consumer shipping orders (keyed by `order_id`), counting shipments;
+/// `carrier-down` fails transiently, `out-of-stock` for good, `panic`
+/// panics, `slow` takes 300 ms.
+fn shipper(engine: Engine, shipped: Arc<AtomicUsize>) -> Consumer<impl Handler> {
+    let handler = handler_fn(move |order: Order, _claim: Claim| {
+        let shipped = Arc::clone(&shipped);
+        async move {
+            match order.sku.as_str() {
+                "carrier-down" => return Err(ShipError::CarrierDown),
+                "out-of-stock" => return Err(ShipError::OutOfStock),
+                "panic" => panic!("the label printer caught fire"),
+                "slow" => tokio::time::sleep(Duration::from_millis(300)).await,
+                _ => {}
+            }
+            shipped.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ShipError>(format!("shipment of {}", order.order_id))
+        }
+    });
+    Consumer::new(engine, "ship-order", handler)
+        .key(KeySource::Field("/order_id".into()))
+        .max_deliveries(3)
+        .backoff(Backoff {
+            first: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+        })
+}
+
+fn order(id: &str, sku: &str) -> Message {
+    Message::new(format!(r#"{{"order_id":"{id}","sku":"{sku}"}}"#))
+}
+
+async fn tell<H: Handler>(consumer: &Consumer<H>, message: Message) -> (Verdict, Action) {
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let verdict = consumer
+        .handle(Told {
+            message,
+            told: Arc::clone(&told),
+        })
+        .await
+        .expect("told");
+    let action = told.lock().unwrap_or_else(PoisonError::into_inner)[0].clone();
+    assert_eq!(
+        action, verdict.action,
+        "the broker is told the verdict's action"
+    );
+    (verdict, action)
+}
+
+#[tokio::test]
+async fn an_order_delivered_twice_ships_once_and_both_deliveries_are_acked() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let consumer = shipper(Engine::new(MemoryStore::new()), Arc::clone(&shipped));
+    let (first, _) = tell(&consumer, order("o-1", "tea")).await;
+    let (again, _) = tell(&consumer, order("o-1", "tea").delivered(2)).await;
+    assert_eq!(
+        (first.outcome, first.action),
+        (Outcome::Executed, Action::Ack)
+    );
+    assert_eq!(
+        (again.outcome, again.action),
+        (Outcome::Replayed, Action::Ack)
+    );
+    assert_eq!(shipped.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_order_id_reused_for_another_order_is_dead_lettered_and_never_run() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let consumer = shipper(Engine::new(MemoryStore::new()), Arc::clone(&shipped));
+    tell(&consumer, order("o-1", "tea")).await;
+    let (reused, action) = tell(&consumer, order("o-1", "coffee")).await;
+    assert_eq!(reused.outcome, Outcome::KeyReused);
+    assert!(matches!(action, Action::DeadLetter { reason } if reason.contains("another payload")));
+    assert_eq!(shipped.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_transient_failure_is_redelivered_with_growing_backoff_then_dead_lettered_with_its_error()
+{
+    let consumer = shipper(Engine::new(MemoryStore::new()), Arc::default());
+    let mut delays = Vec::new();
+    for delivery in 1..=2 {
+        let (verdict, action) =
+            tell(&consumer, order("o-2", "carrier-down").delivered(delivery)).await;
+        assert_eq!(
+            verdict.outcome,
+            Outcome::FailedTransient("the carrier is unavailable".into())
+        );
+        match action {
+            Action::Redeliver { after } => delays.push(after),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        delays,
+        [Duration::from_millis(100), Duration::from_millis(200)]
+    );
+    let (last, action) = tell(&consumer, order("o-2", "carrier-down").delivered(3)).await;
+    assert_eq!(
+        last.outcome,
+        Outcome::Poisoned("the carrier is unavailable".into())
+    );
+    assert!(
+        matches!(&action, Action::DeadLetter { reason } if reason == "failed on each of 3 deliveries; the last error: the carrier is unavailable"),
+        "{action:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_final_failure_is_recorded_and_acked_and_its_redelivery_replays_it() {
+    let consumer = shipper(Engine::new(MemoryStore::new()), Arc::default());
+    let (first, _) = tell(&consumer, order("o-3", "out-of-stock")).await;
+    let (again, _) = tell(&consumer, order("o-3", "out-of-stock").delivered(2)).await;
+    assert_eq!(
+        (first.outcome, first.action),
+        (Outcome::FailedFinal("out of stock".into()), Action::Ack)
+    );
+    assert_eq!(
+        (again.outcome, again.action),
+        (Outcome::FailedFinal("out of stock".into()), Action::Ack)
+    );
+}
+
+#[tokio::test]
+async fn a_duplicate_delivered_while_the_first_runs_is_not_acked_but_redelivered_soon() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let engine = Engine::new(MemoryStore::new())
+        .with_policy(Policy::default().lease(Duration::from_secs(10)));
+    let consumer = Arc::new(shipper(engine, Arc::clone(&shipped)));
+    let first = tokio::spawn({
+        let consumer = Arc::clone(&consumer);
+        async move { tell(&consumer, order("o-4", "slow")).await }
+    });
+    // The first holds the claim while it sleeps.
+    while consumer
+        .engine()
+        .store()
+        .inspect(idem_tests::call("ship-order", "o-4").record_id())
+        .await
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        tokio::task::yield_now().await;
+    }
+    let (dup, action) = tell(&consumer, order("o-4", "slow").delivered(2)).await;
+    assert_eq!(dup.outcome, Outcome::InFlight);
+    // Not after the whole 10 s lease: with the backoff.
+    assert_eq!(
+        action,
+        Action::Redeliver {
+            after: Duration::from_millis(200)
+        }
+    );
+    let (first, _) = first.await.expect("first");
+    assert_eq!(first.outcome, Outcome::Executed);
+    assert_eq!(shipped.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_message_that_cannot_be_run_is_dead_lettered_with_what_is_wrong() {
+    let consumer = shipper(Engine::new(MemoryStore::new()), Arc::default());
+    for (message, why) in [
+        (Message::new("not json"), "the payload is not JSON"),
+        (
+            Message::new(r#"{"sku":"tea"}"#),
+            "the payload has no `/order_id`",
+        ),
+        (
+            Message::new(r#"{"order_id":"o-5"}"#),
+            "not this handler's input",
+        ),
+        (
+            Message::new(r#"{"order_id":"","sku":"tea"}"#),
+            "not a valid idempotency key",
+        ),
+    ] {
+        let (verdict, action) = tell(&consumer, message).await;
+        assert!(
+            matches!(verdict.outcome, Outcome::Malformed(_)),
+            "{verdict:?}"
+        );
+        assert!(
+            matches!(&action, Action::DeadLetter { reason } if reason.contains(why)),
+            "{why}: {action:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_is_down_redelivers_with_backoff_and_never_dead_letters() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let consumer = shipper(Engine::new(DownStore), Arc::clone(&shipped));
+    for delivery in [1, 5, 50] {
+        let (verdict, action) = tell(&consumer, order("o-6", "tea").delivered(delivery)).await;
+        assert!(
+            matches!(verdict.outcome, Outcome::StoreUnavailable(_)),
+            "{verdict:?}"
+        );
+        assert!(
+            matches!(action, Action::Redeliver { after } if after >= Duration::from_millis(100)),
+            "{action:?}"
+        );
+    }
+    assert_eq!(shipped.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_handler_that_panics_leaves_its_message_for_after_the_lease() {
+    let lease = Duration::from_millis(700);
+    let engine = Engine::new(MemoryStore::new()).with_policy(Policy::default().lease(lease));
+    let consumer = shipper(engine, Arc::default());
+    let (verdict, action) = tell(&consumer, order("o-7", "panic")).await;
+    assert!(
+        matches!(&verdict.outcome, Outcome::Unknown(why) if why.contains("label printer")),
+        "{verdict:?}"
+    );
+    assert_eq!(action, Action::Redeliver { after: lease });
+    // Its claim stays to its lease: a redelivery meanwhile is in flight.
+    let (dup, _) = tell(&consumer, order("o-7", "panic").delivered(2)).await;
+    assert_eq!(dup.outcome, Outcome::InFlight);
+}
+
+#[tokio::test]
+async fn a_batch_with_failures_at_positions_1_and_3_of_10_redelivers_exactly_those() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let consumer = shipper(Engine::new(MemoryStore::new()), Arc::clone(&shipped));
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let deliveries: Vec<Told> = (0..10)
+        .map(|i| Told {
+            message: order(
+                &format!("b-{i}"),
+                if i == 1 || i == 3 {
+                    "carrier-down"
+                } else {
+                    "tea"
+                },
+            ),
+            told: Arc::clone(&told),
+        })
+        .collect();
+    let report = consumer
+        .handle_batch(
+            deliveries,
+            BatchOptions {
+                parallelism: 4,
+                group_by: None,
+            },
+        )
+        .await;
+    assert_eq!(report.failures(), [1, 3]);
+    assert_eq!(shipped.load(Ordering::SeqCst), 8);
+}
+
+#[tokio::test]
+async fn in_an_ordered_batch_a_failure_holds_back_only_the_rest_of_its_group() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let consumer = shipper(Engine::new(MemoryStore::new()), Arc::clone(&shipped));
+    let told = Arc::new(Mutex::new(Vec::new()));
+    // Group a: ok, fail, ok (held back); group b: ok, ok.
+    let plan = [
+        ("a", "a-1", "tea"),
+        ("b", "b-1", "tea"),
+        ("a", "a-2", "carrier-down"),
+        ("b", "b-2", "tea"),
+        ("a", "a-3", "tea"),
+    ];
+    let deliveries: Vec<Told> = plan
+        .iter()
+        .map(|(group, id, sku)| Told {
+            message: order(id, sku).with_header("group", *group),
+            told: Arc::clone(&told),
+        })
+        .collect();
+    let options = BatchOptions {
+        parallelism: 4,
+        group_by: Some(|m: &Message| m.header("group").map(str::to_owned)),
+    };
+    let report = consumer.handle_batch(deliveries, options).await;
+    assert_eq!(report.failures(), [2, 4]);
+    assert_eq!(
+        shipped.load(Ordering::SeqCst),
+        3,
+        "a-3 did not run ahead of a-2"
+    );
+}
