@@ -37,6 +37,10 @@ pub trait Broker {
     async fn outstanding(&self) -> u64;
     /// The dead letters so far.
     async fn dead_letters(&self) -> Vec<DeadLetter>;
+    /// Restarts the broker, keeping what it persisted (a RabbitMQ
+    /// `stop_app`/`start_app`; a private NATS or Redis killed and started
+    /// again on the same port and data).
+    async fn restart(&mut self);
 }
 
 fn suffix(label: &str) -> String {
@@ -171,23 +175,93 @@ impl Broker for RabbitMq {
         let _ = channel.close(200, "read").await;
         letters
     }
+
+    async fn restart(&mut self) {
+        // The machine's RabbitMQ, with RabbitMQ's own tool: the tests that
+        // use it run one at a time (.config/nextest.toml).
+        for step in ["stop_app", "start_app"] {
+            let done = std::process::Command::new("rabbitmqctl")
+                .arg(step)
+                .stdout(std::process::Stdio::null())
+                .status()
+                .expect("rabbitmqctl");
+            assert!(done.success(), "rabbitmqctl {step}");
+        }
+        let mut again = None;
+        for _ in 0..100 {
+            if let Ok(c) = Connection::connect(&amqp_url(), ConnectionProperties::default()).await {
+                again = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.connection = again.expect("RabbitMQ back after start_app");
+        self.channel = self.connection.create_channel().await.expect("channel");
+        self.channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirms");
+    }
 }
 
-/// A JetStream stream of the test's own on the machine's NATS.
+/// A JetStream stream of the test's own on the machine's NATS, or on a
+/// NATS server of its own.
 pub struct JetStream {
     stream: String,
     js: jetstream::Context,
+    port: u16,
+    private: Option<(std::process::Child, std::path::PathBuf)>,
 }
 
 impl JetStream {
-    /// Connects; the example creates the stream.
+    /// On the machine's NATS; the example creates the stream.
     pub async fn new() -> Self {
-        let client = async_nats::connect("nats://127.0.0.1:4222")
+        Self::on(4222, None).await
+    }
+
+    /// On a NATS server with JetStream of its own (free port, own storage).
+    pub async fn private() -> Self {
+        let port = crate::ports::free_port();
+        let dir = std::env::temp_dir().join(format!("idem-nats-{}-{port}", std::process::id()));
+        let child = start_nats(port, &dir);
+        Self::on(port, Some((child, dir))).await
+    }
+
+    async fn on(port: u16, private: Option<(std::process::Child, std::path::PathBuf)>) -> Self {
+        let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
             .await
-            .expect("NATS on 127.0.0.1:4222 (scripts/services.sh starts it)");
+            .expect("NATS with JetStream (scripts/services.sh starts it)");
         Self {
             stream: suffix("ORDERS").to_uppercase(),
             js: jetstream::new(client),
+            port,
+            private,
+        }
+    }
+}
+
+fn start_nats(port: u16, dir: &std::path::Path) -> std::process::Child {
+    let child = std::process::Command::new("nats-server")
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("nats-server on PATH (scripts/services.sh installs it)");
+    crate::ports::wait_until(
+        "the private nats-server up",
+        Duration::from_secs(10),
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    );
+    child
+}
+
+impl Drop for JetStream {
+    fn drop(&mut self) {
+        if let Some((child, dir)) = &mut self.private {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -197,6 +271,7 @@ impl Broker for JetStream {
 
     fn env(&self, redeliver_ms: u64) -> Vec<(&'static str, String)> {
         vec![
+            ("NATS_URL", format!("nats://127.0.0.1:{}", self.port)),
             ("STREAM", self.stream.clone()),
             ("ACK_WAIT_MS", redeliver_ms.to_string()),
         ]
@@ -247,24 +322,49 @@ impl Broker for JetStream {
         }
         letters
     }
+
+    async fn restart(&mut self) {
+        let Some((child, dir)) = &mut self.private else {
+            panic!("only a private NATS is restarted");
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        *child = start_nats(self.port, dir);
+    }
 }
 
-/// A Redis Stream of the test's own on the machine's Redis.
+/// A Redis Stream of the test's own on the machine's Redis, or on a
+/// Redis of its own (persistent: every write synced).
 pub struct RedisStream {
     stream: String,
+    port: u16,
+    private: Option<crate::PrivateRedis>,
 }
 
 impl RedisStream {
-    /// A name; the example creates the stream and its group.
+    /// A name on the machine's Redis; the example creates the stream and
+    /// its group.
     pub fn new() -> Self {
         Self {
             stream: crate::unique_prefix("orders-stream") + "placed",
+            port: 6379,
+            private: None,
         }
     }
 
-    fn cli(args: &[&str]) -> String {
+    /// On a Redis of its own.
+    pub fn private() -> Self {
+        let server = crate::PrivateRedis::start(true);
+        Self {
+            port: server.port(),
+            private: Some(server),
+            ..Self::new()
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
         let out = std::process::Command::new("redis-cli")
-            .args(["-p", "6379"])
+            .args(["-p", &self.port.to_string()])
             .args(args)
             .output()
             .expect("redis-cli");
@@ -285,24 +385,28 @@ impl Broker for RedisStream {
         vec![
             ("STREAM", self.stream.clone()),
             ("MIN_IDLE_MS", redeliver_ms.to_string()),
+            (
+                "STREAM_REDIS_URL",
+                format!("redis://127.0.0.1:{}", self.port),
+            ),
         ]
     }
 
     async fn publish(&self, payload: &str) {
         // Redis's own tool.
-        let id = Self::cli(&["XADD", &self.stream, "*", "payload", payload]);
+        let id = self.cli(&["XADD", &self.stream, "*", "payload", payload]);
         assert!(id.contains('-'), "XADD: {id}");
     }
 
     async fn outstanding(&self) -> u64 {
         // Pending entries, and entries the group has not read yet.
-        let pending = Self::cli(&["XPENDING", &self.stream, "shippers"]);
+        let pending = self.cli(&["XPENDING", &self.stream, "shippers"]);
         let pending: u64 = pending
             .lines()
             .next()
             .and_then(|l| l.trim().parse().ok())
             .unwrap_or(0);
-        let groups = Self::cli(&["XINFO", "GROUPS", &self.stream]);
+        let groups = self.cli(&["XINFO", "GROUPS", &self.stream]);
         let lines: Vec<&str> = groups.lines().collect();
         let lag = lines
             .iter()
@@ -314,7 +418,7 @@ impl Broker for RedisStream {
     }
 
     async fn dead_letters(&self) -> Vec<DeadLetter> {
-        let out = Self::cli(&[
+        let out = self.cli(&[
             "--raw",
             "XRANGE",
             &format!("{}:dead", self.stream),
@@ -337,6 +441,13 @@ impl Broker for RedisStream {
             }
         }
         letters
+    }
+
+    async fn restart(&mut self) {
+        self.private
+            .as_mut()
+            .expect("only a private Redis is restarted")
+            .restart();
     }
 }
 

@@ -2,7 +2,8 @@
 //! `cargo run --example orders_redis_streams`. Settings: `STREAM`
 //! (orders:placed; dead letters to `<stream>:dead`), `GROUP` (shippers),
 //! `CONSUMER` (this process's name in the group; default `shipper-<pid>`),
-//! `MIN_IDLE_MS` (an entry pending this long is taken over; 30000), and
+//! `MIN_IDLE_MS` (an entry pending this long is taken over; 30000),
+//! `STREAM_REDIS_URL` (the stream's Redis, if not the records' `REDIS_URL`), and
 //! those of [`Settings`](idem_examples::shipping::Settings). Each entry's
 //! `payload` field is the order (JSON).
 
@@ -25,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     options.min_idle =
         Duration::from_millis(var("MIN_IDLE_MS", String::new()).parse().unwrap_or(30_000));
     let consumer = Arc::new(settings.consumer().await?);
-    let client = redis::Client::open(settings.redis_url.as_str())?;
+    let client = redis::Client::open(var("STREAM_REDIS_URL", settings.redis_url.clone()))?;
     println!("consuming {stream}");
     loop {
         if let Err(e) = consume(Arc::clone(&consumer), client.clone(), options.clone()).await {
