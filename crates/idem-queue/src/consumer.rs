@@ -1,8 +1,10 @@
 //! `Consumer`: the pipeline from a delivered message to a broker action,
 //! written once for every broker.
 
+use std::future::Future as _;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
@@ -123,14 +125,22 @@ impl<H: Handler> Consumer<H> {
     pub async fn decide<D: Delivery>(&self, delivery: &D) -> Verdict {
         let run = AssertUnwindSafe(self.run(delivery.message())).catch_unwind();
         tokio::pin!(run);
-        let mut progress = tokio::time::interval_at(
-            tokio::time::Instant::now() + self.progress_every,
-            self.progress_every,
-        );
-        let ran = loop {
-            tokio::select! {
-                ran = &mut run => break ran,
-                _ = progress.tick() => delivery.in_progress().await,
+        // Most handlers on a store that answers at once finish at their
+        // first poll: no timer for them.
+        let first = std::future::poll_fn(|cx| Poll::Ready(run.as_mut().poll(cx))).await;
+        let ran = match first {
+            Poll::Ready(ran) => ran,
+            Poll::Pending => {
+                let mut progress = tokio::time::interval_at(
+                    tokio::time::Instant::now() + self.progress_every,
+                    self.progress_every,
+                );
+                loop {
+                    tokio::select! {
+                        ran = &mut run => break ran,
+                        _ = progress.tick() => delivery.in_progress().await,
+                    }
+                }
             }
         };
         ran.unwrap_or_else(|panic| {

@@ -1,0 +1,435 @@
+//! Consumer throughput: messages per second consumed through each broker
+//! (RabbitMQ, NATS JetStream, Redis Streams) with a trivial handler (read
+//! the order, build a receipt), without idem and with it (`idem-queue`'s
+//! adapter and pipeline, on the memory store and on Redis), side by side in
+//! one run. Each round fills a fresh queue or stream with the messages
+//! first, then times only their consumption; the variants alternate
+//! round by round, and the report gives each one's median and its ratio to
+//! the consumer without idem.
+//!
+//! The consumer without idem does what the adapter does around the
+//! pipeline, the same way: RabbitMQ prefetch 16 and a task per delivery,
+//! `basic.ack`; JetStream a pull consumer, 16 handlers at once, a double
+//! ack; Redis Streams `XPENDING` for entries to take over, `XREADGROUP` 16
+//! at a time, `XACK` each.
+//!
+//! `cargo bench -p idem-tests --bench queue_load [-- rabbitmq|nats|redis]`
+//! (the brokers on their usual ports; `scripts/services.sh` starts them).
+
+#![allow(missing_docs)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt as _;
+use idem_core::{Claim, Engine, MemoryStore, Never};
+use idem_queue::{handler_fn, Consumer, Handler, KeySource};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+use serde::Deserialize;
+
+const MESSAGES: usize = 5_000;
+const ROUNDS: usize = 5;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+type Run = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+
+#[derive(Deserialize)]
+struct Order {
+    order_id: String,
+    sku: String,
+}
+
+fn receipt(order: &Order) -> String {
+    format!("receipt of {} for {}", order.sku, order.order_id)
+}
+
+fn payload(round: usize, i: usize) -> String {
+    format!(r#"{{"order_id":"r{round}-{i}","sku":"tea"}}"#)
+}
+
+/// The consumer with idem, on `engine`, counting what it handled.
+fn with_idem(engine: Engine, handled: Arc<AtomicUsize>) -> Arc<Consumer<impl Handler>> {
+    let ship = handler_fn(move |order: Order, _claim: Claim| {
+        let handled = Arc::clone(&handled);
+        async move {
+            let r = receipt(&order);
+            handled.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, Never>(r)
+        }
+    });
+    Arc::new(Consumer::new(engine, "bench-order", ship).key(KeySource::Field("/order_id".into())))
+}
+
+/// The bare handler: read the order, build the receipt.
+fn bare(data: &[u8], handled: &AtomicUsize) {
+    if let Ok(order) = serde_json::from_slice::<Order>(data) {
+        std::hint::black_box(receipt(&order));
+        handled.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Variant {
+    Bare,
+    Memory,
+    Redis,
+}
+
+const VARIANTS: [Variant; 3] = [Variant::Bare, Variant::Memory, Variant::Redis];
+
+async fn engine(variant: Variant, broker: &str, round: usize) -> Engine {
+    match variant {
+        Variant::Redis => {
+            let store = idem_redis::RedisStore::connect("redis://127.0.0.1:6379")
+                .await
+                .expect("redis")
+                .with_prefix(&format!(
+                    "idem-bench:queue:{}:{broker}:{round}:",
+                    std::process::id()
+                ));
+            Engine::new(store)
+        }
+        _ => Engine::new(MemoryStore::new()),
+    }
+}
+
+/// Runs `run` until `handled` reaches the round's messages; its time.
+async fn timed(run: Run, handled: &AtomicUsize) -> Duration {
+    let started = Instant::now();
+    let task = tokio::spawn(run);
+    while handled.load(Ordering::Relaxed) < MESSAGES {
+        assert!(!task.is_finished(), "the consumer stopped early");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{} of {MESSAGES} handled in two minutes",
+            handled.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let took = started.elapsed();
+    task.abort();
+    took
+}
+
+async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Error> {
+    const BROKER: &str = "rabbitmq";
+    let url = "amqp://guest:guest@127.0.0.1:5672/%2f";
+    let connection = Connection::connect(url, ConnectionProperties::default()).await?;
+    let channel = connection.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let queue = format!("idem-bench-{}-{round}-{variant:?}", std::process::id());
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel.queue_declare(&queue, durable, arguments).await?;
+    let mut confirms = Vec::with_capacity(MESSAGES);
+    for i in 0..MESSAGES {
+        confirms.push(
+            channel
+                .basic_publish(
+                    "",
+                    &queue,
+                    BasicPublishOptions::default(),
+                    payload(round, i).as_bytes(),
+                    BasicProperties::default(),
+                )
+                .await?,
+        );
+    }
+    for c in confirms {
+        c.await?;
+    }
+    let handled = Arc::new(AtomicUsize::new(0));
+    // The consumer on a connection of its own, closed after the round.
+    let consumer_connection = Connection::connect(url, ConnectionProperties::default()).await?;
+    let consuming = consumer_connection.create_channel().await?;
+    let run: Run = if variant == Variant::Bare {
+        let (handled, queue) = (Arc::clone(&handled), queue.clone());
+        Box::pin(async move {
+            consuming.basic_qos(16, BasicQosOptions::default()).await?;
+            let mut deliveries = consuming
+                .basic_consume(
+                    &queue,
+                    "",
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+            while let Some(delivery) = deliveries.next().await {
+                let delivery = delivery?;
+                let handled = Arc::clone(&handled);
+                tokio::spawn(async move {
+                    bare(&delivery.data, &handled);
+                    let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+                });
+            }
+            Ok(())
+        })
+    } else {
+        let consumer = with_idem(engine(variant, BROKER, round).await, Arc::clone(&handled));
+        let queue = queue.clone();
+        Box::pin(async move {
+            idem_queue::rabbitmq::consume(
+                consumer,
+                consuming,
+                &queue,
+                idem_queue::rabbitmq::RabbitOptions::default(),
+            )
+            .await
+            .map_err(Into::into)
+        })
+    };
+    let took = timed(run, &handled).await;
+    let _ = consumer_connection.close(200, "round over").await;
+    channel
+        .queue_delete(&queue, QueueDeleteOptions::default())
+        .await?;
+    channel
+        .queue_delete(&format!("{queue}.dead"), QueueDeleteOptions::default())
+        .await?;
+    Ok(took)
+}
+
+async fn nats_round(variant: Variant, round: usize) -> Result<Duration, Error> {
+    const BROKER: &str = "nats";
+    let js = jetstream::new(async_nats::connect("nats://127.0.0.1:4222").await?);
+    let name = format!("IDEM_BENCH_{}_{round}_{variant:?}", std::process::id());
+    let orders = js
+        .get_or_create_stream(stream::Config {
+            name: name.clone(),
+            subjects: vec![format!("{name}.placed")],
+            ..stream::Config::default()
+        })
+        .await?;
+    let mut acks = Vec::with_capacity(MESSAGES);
+    for i in 0..MESSAGES {
+        acks.push(
+            js.publish(format!("{name}.placed"), payload(round, i).into())
+                .await?,
+        );
+    }
+    for a in acks {
+        a.await?;
+    }
+    let pull = orders
+        .get_or_create_consumer(
+            "bench",
+            consumer::pull::Config {
+                durable_name: Some("bench".to_owned()),
+                ..consumer::pull::Config::default()
+            },
+        )
+        .await?;
+    let handled = Arc::new(AtomicUsize::new(0));
+    let run: Run = if variant == Variant::Bare {
+        let handled = Arc::clone(&handled);
+        Box::pin(async move {
+            let permits = Arc::new(tokio::sync::Semaphore::new(16));
+            let mut messages = pull.messages().await?;
+            while let Some(message) = messages.next().await {
+                let message = message?;
+                let permit = Arc::clone(&permits).acquire_owned().await?;
+                let handled = Arc::clone(&handled);
+                tokio::spawn(async move {
+                    bare(&message.payload, &handled);
+                    let _ = message.double_ack().await;
+                    drop(permit);
+                });
+            }
+            Ok(())
+        })
+    } else {
+        let consumer = with_idem(engine(variant, BROKER, round).await, Arc::clone(&handled));
+        let options = idem_queue::nats::JetStreamOptions {
+            dead_letter_subject: format!("{name}.dead"),
+            parallelism: 16,
+        };
+        let js = js.clone();
+        Box::pin(async move {
+            idem_queue::nats::consume(consumer, js, pull, options)
+                .await
+                .map_err(Into::into)
+        })
+    };
+    let took = timed(run, &handled).await;
+    js.delete_stream(&name).await?;
+    Ok(took)
+}
+
+async fn redis_round(variant: Variant, round: usize) -> Result<Duration, Error> {
+    const BROKER: &str = "redis";
+    let client = redis::Client::open("redis://127.0.0.1:6379")?;
+    let mut c = client.get_multiplexed_async_connection().await?;
+    let stream = format!(
+        "idem-bench:stream:{}:{round}:{variant:?}",
+        std::process::id()
+    );
+    let mut pipe = redis::pipe();
+    for i in 0..MESSAGES {
+        pipe.cmd("XADD")
+            .arg(&stream)
+            .arg("*")
+            .arg("payload")
+            .arg(payload(round, i))
+            .ignore();
+    }
+    let () = pipe.query_async(&mut c).await?;
+    let handled = Arc::new(AtomicUsize::new(0));
+    let run: Run = if variant == Variant::Bare {
+        let (handled, stream, client) = (Arc::clone(&handled), stream.clone(), client.clone());
+        Box::pin(async move { bare_stream(client, &stream, &handled).await })
+    } else {
+        let consumer = with_idem(engine(variant, BROKER, round).await, Arc::clone(&handled));
+        let options = idem_queue::redis_streams::StreamOptions::new(&stream, "bench", "bench-1");
+        let client = client.clone();
+        Box::pin(async move {
+            idem_queue::redis_streams::consume(consumer, client, options)
+                .await
+                .map_err(Into::into)
+        })
+    };
+    let took = timed(run, &handled).await;
+    let _: u64 = redis::cmd("DEL").arg(&stream).query_async(&mut c).await?;
+    Ok(took)
+}
+
+/// The Redis Stream consumer without idem.
+async fn bare_stream(
+    client: redis::Client,
+    stream: &str,
+    handled: &AtomicUsize,
+) -> Result<(), Error> {
+    let mut reads = client.get_multiplexed_async_connection().await?;
+    let acks = client.get_multiplexed_async_connection().await?;
+    let _: redis::Value = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg("bench")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query_async(&mut reads)
+        .await?;
+    loop {
+        let _: redis::Value = redis::cmd("XPENDING")
+            .arg(stream)
+            .arg("bench")
+            .arg("IDLE")
+            .arg(30_000)
+            .arg("-")
+            .arg("+")
+            .arg(16)
+            .query_async(&mut reads)
+            .await?;
+        let read: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("bench")
+            .arg("bench-1")
+            .arg("COUNT")
+            .arg(16)
+            .arg("BLOCK")
+            .arg(100)
+            .arg("STREAMS")
+            .arg(stream)
+            .arg(">")
+            .query_async(&mut reads)
+            .await?;
+        futures_util::future::join_all(entries(&read).into_iter().map(|(id, data)| {
+            let mut acks = acks.clone();
+            async move {
+                bare(&data, handled);
+                let _: redis::RedisResult<u64> = redis::cmd("XACK")
+                    .arg(stream)
+                    .arg("bench")
+                    .arg(&id)
+                    .query_async(&mut acks)
+                    .await;
+            }
+        }))
+        .await;
+    }
+}
+
+/// `XREADGROUP`'s reply as (entry id, payload) pairs.
+fn entries(read: &redis::Value) -> Vec<(Vec<u8>, Vec<u8>)> {
+    use redis::Value::{Array, BulkString};
+    let mut out = Vec::new();
+    let Array(streams) = read else { return out };
+    for s in streams {
+        let Array(parts) = s else { continue };
+        let Some(Array(items)) = parts.get(1) else {
+            continue;
+        };
+        for item in items {
+            let Array(entry) = item else { continue };
+            if let (Some(BulkString(id)), Some(Array(fields))) = (entry.first(), entry.get(1)) {
+                if let Some(BulkString(data)) = fields.get(1) {
+                    out.push((id.clone(), data.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn bench(broker: &str) -> Result<(), Error> {
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
+    for round in 0..ROUNDS {
+        for (v, variant) in VARIANTS.iter().enumerate() {
+            let took = match broker {
+                "rabbitmq" => rabbitmq_round(*variant, round).await?,
+                "nats" => nats_round(*variant, round).await?,
+                _ => redis_round(*variant, round).await?,
+            };
+            #[allow(clippy::cast_precision_loss)]
+            let rate = MESSAGES as f64 / took.as_secs_f64();
+            println!("{broker} round {round} {variant:?}: {rate:.0} msg/s");
+            rates[v].push(rate);
+        }
+    }
+    let medians: Vec<f64> = rates.into_iter().map(median).collect();
+    println!(
+        "{broker}: without idem {:.0} msg/s; idem on memory {:.0} ({:.3}); idem on Redis {:.0} ({:.3})",
+        medians[0],
+        medians[1],
+        medians[1] / medians[0],
+        medians[2],
+        medians[2] / medians[0]
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt::init();
+    }
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    for broker in ["rabbitmq", "nats", "redis"] {
+        if only.as_deref().is_none_or(|o| o == broker) {
+            bench(broker).await?;
+        }
+    }
+    Ok(())
+}
