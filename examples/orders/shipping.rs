@@ -148,7 +148,9 @@ impl Settings {
             prefix: var("PREFIX", "orders:"),
             delay: ms("SHIP_DELAY_MS", 0),
             lease: ms("LEASE_MS", 10_000),
-            max_deliveries: var("MAX_DELIVERIES", "").parse().unwrap_or(5),
+            max_deliveries: var("MAX_DELIVERIES", "")
+                .parse()
+                .unwrap_or(idem_queue::DEFAULT_MAX_DELIVERIES),
         }
     }
 

@@ -1,7 +1,7 @@
-//! The store conformance kit against real Redis: the local server, and the
-//! Redis Cluster that `scripts/services.sh` starts (three primaries, a
-//! replica each), as is and with the durability setting. Every test uses
-//! its own key prefix.
+//! The store conformance kit against real Redis: the local server, Valkey 8,
+//! and the Redis Cluster that `scripts/services.sh` starts (three
+//! primaries, a replica each), as is and with the durability setting.
+//! Every test uses its own key prefix.
 
 use idem_redis::RedisStore;
 use idem_tests::{redis_cluster_nodes, redis_url, unique_prefix};
@@ -13,6 +13,17 @@ mod single {
         RedisStore::connect(&redis_url())
             .await
             .expect("Redis at IDEM_TEST_REDIS_URL (default redis://127.0.0.1:6379)")
+            .with_prefix(&unique_prefix("conformance"))
+    });
+}
+
+mod valkey {
+    use super::{unique_prefix, RedisStore};
+
+    idem_core::store_conformance_tests!(|| async {
+        RedisStore::connect(&idem_tests::valkey_url())
+            .await
+            .expect("Valkey at IDEM_TEST_VALKEY_URL (default redis://127.0.0.1:6380)")
             .with_prefix(&unique_prefix("conformance"))
     });
 }

@@ -17,6 +17,7 @@ use idem_core::{Call, Engine, Error, Fingerprint, IdempotencyKey, Never, Policy,
 use idem_redis::RedisStore;
 use idem_tests::cluster::PrivateCluster;
 use idem_tests::sentinel::{ask, PrivateSentinels, SERVICE};
+use idem_tests::Server;
 
 /// How many times each key's operation ran.
 #[derive(Clone, Default)]
@@ -90,7 +91,12 @@ struct Tally {
 /// gets an answer, alternating between two instances, as clients whose
 /// answers were lost would.
 async fn failover_story(durable: bool) -> Tally {
-    let mut topology = PrivateSentinels::start();
+    failover_story_on(durable, Server::Redis).await
+}
+
+/// The same on `server`.
+async fn failover_story_on(durable: bool, server: Server) -> Tally {
+    let mut topology = PrivateSentinels::start_on(server);
     let mut load = Load::new([
         instance(&topology, durable).await,
         instance(&topology, durable).await,
@@ -214,6 +220,16 @@ impl Load {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_replication_a_failover_mid_load_doubles_nothing_and_loses_nothing() {
     let tally = failover_story(true).await;
+    assert_eq!((tally.doubled, tally.lost), (0, 0), "{tally:?}");
+    assert!(
+        tally.unavailable >= 20,
+        "the twenty attempts during the lag were refused: {tally:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_valkey_with_replication_a_failover_mid_load_doubles_nothing_and_loses_nothing() {
+    let tally = failover_story_on(true, Server::Valkey).await;
     assert_eq!((tally.doubled, tally.lost), (0, 0), "{tally:?}");
     assert!(
         tally.unavailable >= 20,

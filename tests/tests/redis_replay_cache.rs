@@ -13,7 +13,7 @@ use idem_core::{
     Call, Engine, Error, Fingerprint, IdempotencyKey, Never, Policy, Ran, Removal, Store,
 };
 use idem_redis::RedisStore;
-use idem_tests::{redis_command_calls, redis_connection, unique_prefix, PrivateRedis};
+use idem_tests::{redis_command_calls, redis_connection, unique_prefix, PrivateRedis, Server};
 
 /// One instance of a payments service: its engine on a store with the
 /// cache, and the debits its operation made.
@@ -117,9 +117,8 @@ async fn until_run_again(instance: &Instance, call: &Call) -> Duration {
     }
 }
 
-#[tokio::test]
-async fn retries_of_a_finished_payment_cost_redis_nothing() {
-    let server = PrivateRedis::start(false);
+async fn retries_of_a_finished_payment_cost_redis_nothing(kind: Server) {
+    let server = PrivateRedis::start_on(kind, false);
     let mut con = redis_connection(&server.url()).await;
     let instance = Instance::start(&server.url(), &unique_prefix("cache"), Policy::default()).await;
     let call = payment("pay-1", 500);
@@ -144,9 +143,8 @@ async fn retries_of_a_finished_payment_cost_redis_nothing() {
     assert_eq!(instance.debits.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn a_payment_removed_on_another_instance_runs_again_here() {
-    let server = PrivateRedis::start(false);
+async fn a_payment_removed_on_another_instance_runs_again_here(kind: Server) {
+    let server = PrivateRedis::start_on(kind, false);
     let mut con = redis_connection(&server.url()).await;
     let prefix = unique_prefix("cache");
     let here = Instance::start(&server.url(), &prefix, Policy::default()).await;
@@ -160,9 +158,8 @@ async fn a_payment_removed_on_another_instance_runs_again_here() {
     assert_eq!(here.debits.load(Ordering::SeqCst), 2);
 }
 
-#[tokio::test]
-async fn a_retry_after_the_records_ttl_runs_again() {
-    let server = PrivateRedis::start(false);
+async fn a_retry_after_the_records_ttl_runs_again(kind: Server) {
+    let server = PrivateRedis::start_on(kind, false);
     let mut con = redis_connection(&server.url()).await;
     let ttl = Duration::from_millis(400);
     let instance = Instance::start(
@@ -182,9 +179,8 @@ async fn a_retry_after_the_records_ttl_runs_again() {
     assert_eq!(after, Ran::Executed("receipt of debit 2".to_owned()));
 }
 
-#[tokio::test]
-async fn a_removal_made_while_this_instance_was_not_listening_is_not_missed() {
-    let server = PrivateRedis::start(false);
+async fn a_removal_made_while_this_instance_was_not_listening_is_not_missed(kind: Server) {
+    let server = PrivateRedis::start_on(kind, false);
     let mut con = redis_connection(&server.url()).await;
     let prefix = unique_prefix("cache");
     let here = Instance::start(&server.url(), &prefix, Policy::default()).await;
@@ -207,3 +203,29 @@ async fn a_removal_made_while_this_instance_was_not_listening_is_not_missed() {
     println!("the removal was seen here after {took:?}");
     assert_eq!(here.debits.load(Ordering::SeqCst), 2);
 }
+
+/// Each story on Redis 7.0 and on Valkey 8.
+macro_rules! on_redis_and_valkey {
+    ($($story:ident),*) => {$(
+        mod $story {
+            use idem_tests::Server;
+
+            #[tokio::test]
+            async fn on_redis() {
+                super::$story(Server::Redis).await;
+            }
+
+            #[tokio::test]
+            async fn on_valkey() {
+                super::$story(Server::Valkey).await;
+            }
+        }
+    )*};
+}
+
+on_redis_and_valkey!(
+    retries_of_a_finished_payment_cost_redis_nothing,
+    a_payment_removed_on_another_instance_runs_again_here,
+    a_retry_after_the_records_ttl_runs_again,
+    a_removal_made_while_this_instance_was_not_listening_is_not_missed
+);

@@ -9,23 +9,23 @@ use idem_core::{
     encode_result, Call, CommitError, Engine, Never, Policy, Ran, Store, StoreErrorKind,
 };
 use idem_redis::RedisStore;
-use idem_tests::{redis_cluster_nodes, redis_url, unique_prefix};
+use idem_tests::{redis_cluster_nodes, unique_prefix};
 
-async fn store() -> (RedisStore, String) {
+async fn store(url: &str) -> (RedisStore, String) {
     let prefix = unique_prefix("redis-tx");
-    let store = RedisStore::connect(&redis_url())
+    let store = RedisStore::connect(url)
         .await
         .expect("redis")
         .with_prefix(&format!("{prefix}idem:"));
     (store, prefix)
 }
 
-async fn raw() -> redis::aio::MultiplexedConnection {
-    idem_tests::redis_connection(&redis_url()).await
+async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    idem_tests::redis_connection(url).await
 }
 
-async fn get(key: &str) -> Option<String> {
-    redis::AsyncCommands::get(&mut raw().await, key)
+async fn get(url: &str, key: &str) -> Option<String> {
+    redis::AsyncCommands::get(&mut raw(url).await, key)
         .await
         .expect("GET")
 }
@@ -34,9 +34,8 @@ fn call(key: &str) -> Call {
     idem_tests::call("redis-tx", key)
 }
 
-#[tokio::test]
-async fn a_write_whose_read_changed_is_refused_whole_and_the_reread_lands() {
-    let (store, prefix) = store().await;
+async fn a_write_whose_read_changed_is_refused_whole_and_the_reread_lands(url: &str) {
+    let (store, prefix) = store(url).await;
     let balance = format!("{prefix}balance");
     let engine = Engine::new(store.clone());
     let attempts = engine
@@ -50,7 +49,7 @@ async fn a_write_whose_read_changed_is_refused_whole_and_the_reread_lands() {
                     let seen = tx.get(&balance).await.expect("GET");
                     if attempts == 1 {
                         // Another debit lands between the read and the commit.
-                        let _: () = redis::AsyncCommands::set(&mut raw().await, &balance, "70")
+                        let _: () = redis::AsyncCommands::set(&mut raw(url).await, &balance, "70")
                             .await
                             .expect("SET");
                     }
@@ -65,7 +64,7 @@ async fn a_write_whose_read_changed_is_refused_whole_and_the_reread_lands() {
                         Err(e @ CommitError::Conflict(_)) => {
                             assert!(e.to_string().contains(&balance), "{e}");
                             // Nothing of the refused transaction landed.
-                            assert_eq!(get(&format!("{prefix}other")).await, None);
+                            assert_eq!(get(url, &format!("{prefix}other")).await, None);
                         }
                         Err(e) => panic!("{e}"),
                     }
@@ -75,12 +74,11 @@ async fn a_write_whose_read_changed_is_refused_whole_and_the_reread_lands() {
         .await
         .expect("run");
     assert_eq!(attempts, Ran::Executed(2));
-    assert_eq!(get(&balance).await.as_deref(), Some("60"));
+    assert_eq!(get(url, &balance).await.as_deref(), Some("60"));
 }
 
-#[tokio::test]
-async fn a_commit_sent_again_for_the_same_claim_applies_nothing_twice() {
-    let (store, prefix) = store().await;
+async fn a_commit_sent_again_for_the_same_claim_applies_nothing_twice(url: &str) {
+    let (store, prefix) = store(url).await;
     let counter = format!("{prefix}counter");
     let engine = Engine::new(store.clone());
     engine
@@ -105,12 +103,15 @@ async fn a_commit_sent_again_for_the_same_claim_applies_nothing_twice() {
         })
         .await
         .expect("run");
-    assert_eq!(get(&counter).await.as_deref(), Some("1"), "applied once");
+    assert_eq!(
+        get(url, &counter).await.as_deref(),
+        Some("1"),
+        "applied once"
+    );
 }
 
-#[tokio::test]
-async fn a_holder_whose_lease_ran_out_writes_nothing() {
-    let (store, prefix) = store().await;
+async fn a_holder_whose_lease_ran_out_writes_nothing(url: &str) {
+    let (store, prefix) = store(url).await;
     let key = format!("{prefix}late");
     let engine =
         Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_millis(200)));
@@ -128,8 +129,31 @@ async fn a_holder_whose_lease_ran_out_writes_nothing() {
         })
         .await;
     assert!(matches!(lost, Ok(Ran::Executed(true))), "{lost:?}");
-    assert_eq!(get(&key).await, None, "the late write never landed");
+    assert_eq!(get(url, &key).await, None, "the late write never landed");
 }
+
+/// Each story on Redis 7.0 and on Valkey 8.
+macro_rules! on_redis_and_valkey {
+    ($($story:ident),*) => {$(
+        mod $story {
+            #[tokio::test]
+            async fn on_redis() {
+                super::$story(&idem_tests::redis_url()).await;
+            }
+
+            #[tokio::test]
+            async fn on_valkey() {
+                super::$story(&idem_tests::valkey_url()).await;
+            }
+        }
+    )*};
+}
+
+on_redis_and_valkey!(
+    a_write_whose_read_changed_is_refused_whole_and_the_reread_lands,
+    a_commit_sent_again_for_the_same_claim_applies_nothing_twice,
+    a_holder_whose_lease_ran_out_writes_nothing
+);
 
 #[tokio::test]
 async fn on_a_cluster_keys_outside_the_record_slot_are_refused_and_tagged_keys_commit() {

@@ -362,6 +362,19 @@ fn redis_answers_as_the_transition_table_does() {
 }
 
 #[test]
+fn valkey_answers_as_the_transition_table_does() {
+    check(
+        || async {
+            RedisStore::connect(&idem_tests::valkey_url())
+                .await
+                .expect("Valkey at IDEM_TEST_VALKEY_URL (default redis://127.0.0.1:6380)")
+                .with_prefix(&unique_prefix("store-model"))
+        },
+        32,
+    );
+}
+
+#[test]
 fn redis_cluster_answers_as_the_transition_table_does() {
     check(
         || async {

@@ -83,7 +83,12 @@ impl<H: Handler> Consumer<H> {
     }
 
     /// Dead-letters a message that failed transiently on its
-    /// `max_deliveries`-th delivery (default 10).
+    /// `max_deliveries`-th delivery (default 10). The count is the broker's:
+    /// it includes the redeliveries of a duplicate that waited for its
+    /// holder and of a message that met the store down, which are never
+    /// dead-lettered themselves but bring the cap closer. With the default
+    /// backoff, 10 deliveries span about 80 seconds: a store outage shorter
+    /// than that does not turn a message into a poison one.
     #[must_use]
     pub fn max_deliveries(mut self, max_deliveries: u32) -> Self {
         self.max_deliveries = max_deliveries.max(1);
