@@ -3,7 +3,7 @@
 //! tests: ship an order once, however often its message is delivered.
 //!
 //! The effect (the order's shipment count, in Redis) is committed with
-//! idem's record in one step that checks the claim ([`Claim::commit`]): a
+//! idem's record in one step that checks the claim ([`Claim::commit`](idem_core::Claim::commit)): a
 //! consumer frozen past its lease, whose message another consumer took
 //! over, ships nothing when it wakes. Each step is printed on stdout
 //! (`shipping <order>`, `shipped <order>`, `fenced <order>`) for the tests

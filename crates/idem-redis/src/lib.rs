@@ -1,6 +1,6 @@
 //! # idem-redis
 //!
-//! A [`Store`] for idem on Redis and Redis Cluster, for services that run
+//! A [`Store`](idem_core::Store) for idem on Redis and Redis Cluster, for services that run
 //! many instances.
 //!
 //! - **One key per record**, `<prefix>{<record id>}`: the hash tag keeps a
@@ -85,7 +85,7 @@ fn channel(prefix: &str) -> Arc<str> {
     Arc::from(format!("{prefix}wake"))
 }
 
-/// A [`Store`] on Redis or Redis Cluster. Cheap to clone: clones share the
+/// A [`Store`](idem_core::Store) on Redis or Redis Cluster. Cheap to clone: clones share the
 /// connection.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -267,7 +267,7 @@ impl RedisStore {
     /// - **Records removed behind the store's back** (`DEL`, `FLUSHDB`, an
     ///   eviction under `maxmemory`) publish nothing: an instance may replay
     ///   them for up to `max_age`. Remove records with
-    ///   [`Store::remove`] (or the admin routes).
+    ///   [`Store::remove`](idem_core::Store::remove) (or the admin routes).
     ///
     /// A claim, a duplicate in flight and a first request are never answered
     /// from the cache: only completed records are kept, filled from Redis's
