@@ -7,10 +7,8 @@
 use std::time::Duration;
 
 use async_nats::jetstream;
-use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
-};
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::AMQPValue;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 /// A dead letter: its payload and the reason given.
@@ -73,17 +71,7 @@ impl RabbitMq {
             .await
             .expect("confirms");
         let queue = suffix("orders");
-        let mut arguments = FieldTable::default();
-        arguments.insert(
-            "x-queue-type".into(),
-            AMQPValue::LongString("quorum".into()),
-        );
-        let durable = QueueDeclareOptions {
-            durable: true,
-            ..QueueDeclareOptions::default()
-        };
-        channel
-            .queue_declare(&queue, durable, arguments)
+        idem_queue::rabbitmq::declare_quorum_queue(&channel, &queue)
             .await
             .expect("queue");
         Self {

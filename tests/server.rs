@@ -24,3 +24,33 @@ impl Server {
         }
     }
 }
+
+impl Server {
+    /// The URL of the server of this kind that `scripts/services.sh` runs
+    /// (Redis on 6379, Valkey on 6380).
+    pub fn url(self) -> String {
+        match self {
+            Self::Redis => crate::redis_url(),
+            Self::Valkey => crate::valkey_url(),
+        }
+    }
+}
+
+/// Runs each story, an `async fn story(server: Server)`, as two tests:
+/// `story::on_redis` and `story::on_valkey`.
+#[macro_export]
+macro_rules! on_redis_and_valkey {
+    ($($story:ident),* $(,)?) => {$(
+        mod $story {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_redis() {
+                super::$story($crate::Server::Redis).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_valkey() {
+                super::$story($crate::Server::Valkey).await;
+            }
+        }
+    )*};
+}

@@ -9,10 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_examples::shipping::Settings;
-use idem_queue::rabbitmq::{consume, RabbitOptions};
+use idem_queue::rabbitmq::{consume, declare_quorum_queue, RabbitOptions};
 use idem_queue::Handler;
-use lapin::options::QueueDeclareOptions;
-use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Connection, ConnectionProperties};
 
 type Error = Box<dyn std::error::Error>;
@@ -26,16 +24,7 @@ async fn consume_once<H: Handler>(
     let channel = connection.create_channel().await?;
     // A quorum queue counts deliveries (`x-delivery-count`), so that a
     // poison message is dead-lettered after `MAX_DELIVERIES`.
-    let mut arguments = FieldTable::default();
-    arguments.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..QueueDeclareOptions::default()
-    };
-    channel.queue_declare(queue, durable, arguments).await?;
+    declare_quorum_queue(&channel, queue).await?;
     println!("consuming {queue}");
     consume(
         Arc::clone(consumer),

@@ -30,9 +30,9 @@ use idem_core::{Claim, Engine, MemoryStore, Never};
 use idem_queue::{handler_fn, Consumer, Handler, KeySource};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+    ConfirmSelectOptions, QueueDeleteOptions,
 };
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use serde::Deserialize;
 
@@ -129,16 +129,7 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     let queue = format!("idem-bench-{}-{round}-{variant:?}", std::process::id());
-    let mut arguments = FieldTable::default();
-    arguments.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..QueueDeclareOptions::default()
-    };
-    channel.queue_declare(&queue, durable, arguments).await?;
+    idem_queue::rabbitmq::declare_quorum_queue(&channel, &queue).await?;
     let mut confirms = Vec::with_capacity(MESSAGES);
     for i in 0..MESSAGES {
         confirms.push(

@@ -113,12 +113,4 @@ async fn a_retry_is_never_answered_from_a_completion_the_failover_loses(server: 
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_redis_7_0_a_retry_is_never_answered_from_a_completion_the_failover_loses() {
-    a_retry_is_never_answered_from_a_completion_the_failover_loses(Server::Redis).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_valkey_8_a_retry_is_never_answered_from_a_completion_the_failover_loses() {
-    a_retry_is_never_answered_from_a_completion_the_failover_loses(Server::Valkey).await;
-}
+idem_tests::on_redis_and_valkey!(a_retry_is_never_answered_from_a_completion_the_failover_loses);

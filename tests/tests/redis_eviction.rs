@@ -167,16 +167,6 @@ async fn a_debit_on_a_redis_that_starts_evicting_is_never_run_twice(kind: Server
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_redis_a_debit_whose_server_starts_evicting_is_never_run_twice() {
-    a_debit_on_a_redis_that_starts_evicting_is_never_run_twice(Server::Redis).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_valkey_a_debit_whose_server_starts_evicting_is_never_run_twice() {
-    a_debit_on_a_redis_that_starts_evicting_is_never_run_twice(Server::Valkey).await;
-}
-
 /// A full `noeviction` server: new keys refused as full, a recorded key
 /// replayed byte for byte, a claim taken before it filled still recorded.
 async fn a_full_redis_refuses_new_work_and_still_answers_recorded_work(kind: Server) {
@@ -236,12 +226,7 @@ async fn a_full_redis_refuses_new_work_and_still_answers_recorded_work(kind: Ser
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_redis_a_full_server_refuses_new_work_and_still_answers_recorded_work() {
-    a_full_redis_refuses_new_work_and_still_answers_recorded_work(Server::Redis).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_valkey_a_full_server_refuses_new_work_and_still_answers_recorded_work() {
-    a_full_redis_refuses_new_work_and_still_answers_recorded_work(Server::Valkey).await;
-}
+idem_tests::on_redis_and_valkey!(
+    a_debit_on_a_redis_that_starts_evicting_is_never_run_twice,
+    a_full_redis_refuses_new_work_and_still_answers_recorded_work,
+);

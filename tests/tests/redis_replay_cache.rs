@@ -204,26 +204,7 @@ async fn a_removal_made_while_this_instance_was_not_listening_is_not_missed(kind
     assert_eq!(here.debits.load(Ordering::SeqCst), 2);
 }
 
-/// Each story on Redis 7.0 and on Valkey 8.
-macro_rules! on_redis_and_valkey {
-    ($($story:ident),*) => {$(
-        mod $story {
-            use idem_tests::Server;
-
-            #[tokio::test]
-            async fn on_redis() {
-                super::$story(Server::Redis).await;
-            }
-
-            #[tokio::test]
-            async fn on_valkey() {
-                super::$story(Server::Valkey).await;
-            }
-        }
-    )*};
-}
-
-on_redis_and_valkey!(
+idem_tests::on_redis_and_valkey!(
     retries_of_a_finished_payment_cost_redis_nothing,
     a_payment_removed_on_another_instance_runs_again_here,
     a_retry_after_the_records_ttl_runs_again,

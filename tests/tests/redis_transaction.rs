@@ -9,7 +9,7 @@ use idem_core::{
     encode_result, Call, CommitError, Engine, Never, Policy, Ran, Store, StoreErrorKind,
 };
 use idem_redis::RedisStore;
-use idem_tests::{redis_cluster_nodes, unique_prefix};
+use idem_tests::{redis_cluster_nodes, unique_prefix, Server};
 
 async fn store(url: &str) -> (RedisStore, String) {
     let prefix = unique_prefix("redis-tx");
@@ -34,7 +34,8 @@ fn call(key: &str) -> Call {
     idem_tests::call("redis-tx", key)
 }
 
-async fn a_write_whose_read_changed_is_refused_whole_and_the_reread_lands(url: &str) {
+async fn a_write_whose_read_changed_is_refused_whole_and_the_reread_lands(server: Server) {
+    let url = &server.url();
     let (store, prefix) = store(url).await;
     let balance = format!("{prefix}balance");
     let engine = Engine::new(store.clone());
@@ -77,7 +78,8 @@ async fn a_write_whose_read_changed_is_refused_whole_and_the_reread_lands(url: &
     assert_eq!(get(url, &balance).await.as_deref(), Some("60"));
 }
 
-async fn a_commit_sent_again_for_the_same_claim_applies_nothing_twice(url: &str) {
+async fn a_commit_sent_again_for_the_same_claim_applies_nothing_twice(server: Server) {
+    let url = &server.url();
     let (store, prefix) = store(url).await;
     let counter = format!("{prefix}counter");
     let engine = Engine::new(store.clone());
@@ -110,7 +112,8 @@ async fn a_commit_sent_again_for_the_same_claim_applies_nothing_twice(url: &str)
     );
 }
 
-async fn a_holder_whose_lease_ran_out_writes_nothing(url: &str) {
+async fn a_holder_whose_lease_ran_out_writes_nothing(server: Server) {
+    let url = &server.url();
     let (store, prefix) = store(url).await;
     let key = format!("{prefix}late");
     let engine =
@@ -132,24 +135,7 @@ async fn a_holder_whose_lease_ran_out_writes_nothing(url: &str) {
     assert_eq!(get(url, &key).await, None, "the late write never landed");
 }
 
-/// Each story on Redis 7.0 and on Valkey 8.
-macro_rules! on_redis_and_valkey {
-    ($($story:ident),*) => {$(
-        mod $story {
-            #[tokio::test]
-            async fn on_redis() {
-                super::$story(&idem_tests::redis_url()).await;
-            }
-
-            #[tokio::test]
-            async fn on_valkey() {
-                super::$story(&idem_tests::valkey_url()).await;
-            }
-        }
-    )*};
-}
-
-on_redis_and_valkey!(
+idem_tests::on_redis_and_valkey!(
     a_write_whose_read_changed_is_refused_whole_and_the_reread_lands,
     a_commit_sent_again_for_the_same_claim_applies_nothing_twice,
     a_holder_whose_lease_ran_out_writes_nothing

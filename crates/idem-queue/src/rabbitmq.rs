@@ -268,6 +268,26 @@ pub async fn consume<H: Handler>(
     ))
 }
 
+/// Declares `queue` as a durable quorum queue (if it is not one already):
+/// a quorum queue counts each message's deliveries (`x-delivery-count`),
+/// which the poison cap ([`Consumer::max_deliveries`]) needs.
+pub async fn declare_quorum_queue(channel: &Channel, queue: &str) -> Result<(), BrokerError> {
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue, durable, arguments)
+        .await
+        .map_err(broker("declaring the queue"))?;
+    Ok(())
+}
+
 /// Publishes `payload` (JSON) to `exchange` with `routing_key` from inside a
 /// handler, with the AMQP `message-id` derived from `claim` and `name`: the
 /// same on a takeover's republish, so the next consumer (keyed by message
