@@ -350,6 +350,27 @@ impl RedisStream {
         }
     }
 
+    /// The payloads of the entries delivered to the group and not
+    /// acknowledged.
+    pub fn pending_payloads(&self) -> Vec<String> {
+        let rows = self.cli(&["XPENDING", &self.stream, "shippers", "-", "+", "100"]);
+        let is_id = |l: &&str| {
+            let mut parts = l.trim().split('-');
+            matches!((parts.next(), parts.next(), parts.next()), (Some(a), Some(b), None)
+                if !a.is_empty() && a.bytes().all(|c| c.is_ascii_digit()) && b.bytes().all(|c| c.is_ascii_digit()))
+        };
+        rows.lines()
+            .filter(is_id)
+            .filter_map(|id| {
+                let id = id.trim();
+                let entry = self.cli(&["--raw", "XRANGE", &self.stream, id, id]);
+                let lines: Vec<&str> = entry.lines().collect();
+                let at = lines.iter().position(|l| *l == "payload")?;
+                lines.get(at + 1).map(|p| (*p).to_owned())
+            })
+            .collect()
+    }
+
     fn cli(&self, args: &[&str]) -> String {
         let out = std::process::Command::new("redis-cli")
             .args(["-p", &self.port.to_string()])
