@@ -64,46 +64,64 @@ ensure_postgres() {
 # failed over: the shard failover tests start clusters of their own. Its data
 # lives under /tmp/idem-redis-cluster.
 CLUSTER_PORTS="7301 7302 7303 7304 7305 7306"
+# The same on Valkey 8 (127.0.0.1:7501-7506), for the conformance kit on a
+# Valkey Cluster. Its data lives under /tmp/idem-valkey-cluster.
+VALKEY_CLUSTER_PORTS="7501 7502 7503 7504 7505 7506"
 
+# cluster_ok FIRST_PORT: three primaries and three replicas, state ok.
 cluster_ok() {
     local info
-    info=$(redis-cli -p 7301 cluster info 2>/dev/null) || return 1
+    info=$(redis-cli -p "$1" cluster info 2>/dev/null) || return 1
     echo "$info" | grep -q '^cluster_state:ok' && echo "$info" | grep -q '^cluster_known_nodes:6' \
-        && [ "$(redis-cli -p 7301 cluster nodes 2>/dev/null | grep -c ' slave ')" = 3 ]
+        && [ "$(redis-cli -p "$1" cluster nodes 2>/dev/null | grep -c ' slave ')" = 3 ]
 }
 
-ensure_redis_cluster() {
-    if cluster_ok; then return 0; fi
-    command -v redis-server >/dev/null || apt_install redis-server
-    local base=/tmp/idem-redis-cluster
+# start_cluster SERVER BASE PORTS...: a cluster of SERVER (redis-server or
+# valkey-server) on PORTS, three primaries with a replica each.
+start_cluster() {
+    local server=$1 base=$2
+    shift 2
+    local ports="$*" first=$1
+    if cluster_ok "$first"; then return 0; fi
     # A cluster of another shape (an earlier one without replicas) is
     # taken down and made again.
-    if port_open 7301; then
-        log "remaking the redis cluster with a replica per shard"
-        for port in $CLUSTER_PORTS; do
+    if port_open "$first"; then
+        log "remaking the $server cluster with a replica per shard"
+        for port in $ports; do
             redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
         done
         sleep 1
     fi
-    for port in $CLUSTER_PORTS; do
+    for port in $ports; do
         rm -rf "${base:?}/$port"
         mkdir -p "$base/$port"
-        log "starting redis cluster node on 127.0.0.1:$port"
-        redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+        log "starting $server cluster node on 127.0.0.1:$port"
+        "$server" --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
             --cluster-enabled yes --cluster-config-file "$base/$port/nodes.conf" \
-            --cluster-node-timeout 2000 --dir "$base/$port" --logfile "$base/$port/redis.log"
+            --cluster-node-timeout 2000 --dir "$base/$port" --logfile "$base/$port/server.log"
     done
-    for port in $CLUSTER_PORTS; do wait_port "$port" "redis cluster node"; done
-    log "creating the redis cluster (three primaries, a replica each)"
+    for port in $ports; do wait_port "$port" "$server cluster node"; done
+    log "creating the $server cluster (three primaries, a replica each)"
     # shellcheck disable=SC2086
-    redis-cli --cluster create $(for p in $CLUSTER_PORTS; do printf '127.0.0.1:%s ' "$p"; done) \
+    redis-cli --cluster create $(for p in $ports; do printf '127.0.0.1:%s ' "$p"; done) \
         --cluster-replicas 1 --cluster-yes >/dev/null
     for _ in $(seq 1 60); do
-        if cluster_ok; then return 0; fi
+        if cluster_ok "$first"; then return 0; fi
         sleep 0.5
     done
-    log "the redis cluster on 127.0.0.1:7301-7306 did not reach cluster_state:ok with three replicas"
+    log "the $server cluster on 127.0.0.1:$ports did not reach cluster_state:ok with three replicas"
     return 1
+}
+
+ensure_redis_cluster() {
+    command -v redis-server >/dev/null || apt_install redis-server
+    # shellcheck disable=SC2086
+    start_cluster redis-server /tmp/idem-redis-cluster $CLUSTER_PORTS
+}
+
+ensure_valkey_cluster() {
+    # shellcheck disable=SC2086
+    start_cluster valkey-server /tmp/idem-valkey-cluster $VALKEY_CLUSTER_PORTS
 }
 
 # PgBouncer in transaction pooling mode on 127.0.0.1:6432, in front of the
@@ -244,9 +262,10 @@ ensure_nats() {
 ensure_redis
 ensure_valkey
 ensure_redis_cluster
+ensure_valkey_cluster
 ensure_redis_sentinel
 ensure_postgres
 ensure_pgbouncer
 ensure_rabbitmq
 ensure_nats
-log "up: valkey 127.0.0.1:6380, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"
+log "up: valkey 127.0.0.1:6380, valkey cluster 127.0.0.1:7501-7506, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"

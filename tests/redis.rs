@@ -59,6 +59,19 @@ pub fn redis_cluster_nodes() -> Vec<String> {
         .collect()
 }
 
+/// The Valkey 8 Cluster nodes the tests use (`IDEM_TEST_VALKEY_CLUSTER`,
+/// comma separated; default the three primaries `scripts/services.sh`
+/// starts on 7501-7503).
+pub fn valkey_cluster_nodes() -> Vec<String> {
+    std::env::var("IDEM_TEST_VALKEY_CLUSTER")
+        .unwrap_or_else(|_| {
+            "redis://127.0.0.1:7501,redis://127.0.0.1:7502,redis://127.0.0.1:7503".into()
+        })
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The Valkey 8 server the tests use (`IDEM_TEST_VALKEY_URL`, default
 /// redis://127.0.0.1:6380, which `scripts/services.sh` starts).
 pub fn valkey_url() -> String {

@@ -1,6 +1,6 @@
 //! The store conformance kit against real Redis: the local server, Valkey 8,
-//! and the Redis Cluster that `scripts/services.sh` starts (three
-//! primaries, a replica each), as is and with the durability setting.
+//! and the Redis and Valkey Clusters that `scripts/services.sh` starts
+//! (three primaries, a replica each), as is and with the durability setting.
 //! Every test uses its own key prefix.
 
 use idem_redis::RedisStore;
@@ -25,6 +25,31 @@ mod valkey {
             .await
             .expect("Valkey at IDEM_TEST_VALKEY_URL (default redis://127.0.0.1:6380)")
             .with_prefix(&unique_prefix("conformance"))
+    });
+}
+
+mod valkey_cluster {
+    use super::{unique_prefix, RedisStore};
+
+    idem_core::store_conformance_tests!(|| async {
+        RedisStore::connect_cluster(idem_tests::valkey_cluster_nodes())
+            .await
+            .expect("Valkey Cluster at IDEM_TEST_VALKEY_CLUSTER (default 127.0.0.1:7501-7503)")
+            .with_prefix(&unique_prefix("conformance"))
+    });
+}
+
+mod valkey_cluster_replicated {
+    use std::time::Duration;
+
+    use super::{unique_prefix, RedisStore};
+
+    idem_core::store_conformance_tests!(|| async {
+        RedisStore::connect_cluster(idem_tests::valkey_cluster_nodes())
+            .await
+            .expect("Valkey Cluster at IDEM_TEST_VALKEY_CLUSTER (default 127.0.0.1:7501-7503)")
+            .with_prefix(&unique_prefix("conformance"))
+            .with_replication(1, Duration::from_millis(500))
     });
 }
 

@@ -375,6 +375,19 @@ fn valkey_answers_as_the_transition_table_does() {
 }
 
 #[test]
+fn valkey_cluster_answers_as_the_transition_table_does() {
+    check(
+        || async {
+            RedisStore::connect_cluster(idem_tests::valkey_cluster_nodes())
+                .await
+                .expect("Valkey Cluster at IDEM_TEST_VALKEY_CLUSTER (default 127.0.0.1:7501-7503)")
+                .with_prefix(&unique_prefix("store-model"))
+        },
+        32,
+    );
+}
+
+#[test]
 fn redis_cluster_answers_as_the_transition_table_does() {
     check(
         || async {
