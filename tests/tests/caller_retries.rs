@@ -517,3 +517,65 @@ proptest::proptest! {
         }
     }
 }
+
+/// A server that marks its replays `Idempotency-Replayed` (a third-party
+/// middleware's setting), and a 409 without `Retry-After`.
+#[tokio::test]
+async fn a_server_that_names_its_replay_header_otherwise_is_understood_when_told() {
+    let router = axum::Router::new()
+        .route(
+            "/charges",
+            post(|| async {
+                (
+                    StatusCode::CREATED,
+                    [("idempotency-replayed", "true")],
+                    "{}",
+                )
+            }),
+        )
+        .route(
+            "/busy",
+            post(|| async {
+                (
+                    StatusCode::CONFLICT,
+                    [("content-type", "application/problem+json")],
+                    r#"{"title":"in progress"}"#,
+                )
+            }),
+        );
+    let url = serve(router).await;
+    let client = |mw: IdempotencyMiddleware| {
+        reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+            .with(mw)
+            .build()
+    };
+    let told = client(IdempotencyMiddleware::new().replay_header(
+        reqwest::header::HeaderName::from_static("idempotency-replayed"),
+    ));
+    let answer = told
+        .post(format!("{url}/charges"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(answer.idempotency().map(|i| i.replayed), Some(true));
+    let untold = client(IdempotencyMiddleware::new());
+    let answer = untold
+        .post(format!("{url}/charges"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(answer.idempotency().map(|i| i.replayed), Some(false));
+    // The 409 without Retry-After, after the policy's attempts: the caller
+    // is told it may retry, as the policy did.
+    let busy = client(IdempotencyMiddleware::new().policy(RetryPolicy::default().max_attempts(2)))
+        .post(format!("{url}/busy"))
+        .send()
+        .await
+        .expect("answer");
+    let problem = busy.error_for_problem().await.expect_err("409");
+    assert_eq!(problem.status, 409);
+    assert!(
+        problem.is_retryable(),
+        "a 409 in flight, without Retry-After, is retryable"
+    );
+}

@@ -207,7 +207,13 @@ where
         match decision {
             Decision::Stop => {
                 return result.map(|mut response| {
-                    let how = Idempotency::of(key, derived, made, response.headers());
+                    let how = Idempotency::of(
+                        key,
+                        derived,
+                        made,
+                        response.headers(),
+                        &http::HeaderName::from_static(idem_http::IDEMPOTENT_REPLAYED),
+                    );
                     response.extensions_mut().insert(how);
                     response
                 })

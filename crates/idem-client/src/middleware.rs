@@ -50,6 +50,7 @@ use crate::policy::{Attempt, Decision, RetryPolicy};
 #[derive(Clone, Debug)]
 pub struct IdempotencyMiddleware {
     header: HeaderName,
+    replayed: HeaderName,
     methods: Vec<Method>,
     mint: KeyMint,
     policy: RetryPolicy,
@@ -68,6 +69,7 @@ impl IdempotencyMiddleware {
     pub fn new() -> Self {
         Self {
             header: HeaderName::from_static(idem_http::IDEMPOTENCY_KEY),
+            replayed: HeaderName::from_static(idem_http::IDEMPOTENT_REPLAYED),
             methods: vec![Method::POST, Method::PATCH],
             mint: KeyMint::default(),
             policy: RetryPolicy::default(),
@@ -79,6 +81,16 @@ impl IdempotencyMiddleware {
     #[must_use]
     pub fn header(mut self, name: HeaderName) -> Self {
         self.header = name;
+        self
+    }
+
+    /// The header by which the server marks a replay (default
+    /// `Idempotent-Replayed`; some servers send `Idempotency-Replayed`): a
+    /// response that carries it as `true` is reported
+    /// [`replayed`](crate::Idempotency::replayed).
+    #[must_use]
+    pub fn replay_header(mut self, name: HeaderName) -> Self {
+        self.replayed = name;
         self
     }
 
@@ -194,7 +206,7 @@ impl Middleware for IdempotencyMiddleware {
             let Some(this) = req.try_clone() else {
                 // A streamed body is sent once.
                 let result = next.run(req, extensions).await;
-                return annotate(result, key, derived, made);
+                return annotate(result, key, derived, made, &self.replayed);
             };
             let result = next.clone().run(this, extensions).await;
             let decision = match attempt_of(&result) {
@@ -205,7 +217,7 @@ impl Middleware for IdempotencyMiddleware {
                 None => Decision::Stop,
             };
             match decision {
-                Decision::Stop => return annotate(result, key, derived, made),
+                Decision::Stop => return annotate(result, key, derived, made, &self.replayed),
                 Decision::RetryAfter(pause) => {
                     tracing::debug!(target: "idem", key = %key, attempt = made, pause_ms = pause.as_millis(), "retrying with the same idempotency key");
                     tokio::time::sleep(pause).await;
@@ -221,9 +233,10 @@ fn annotate(
     key: String,
     derived: bool,
     attempts: u32,
+    replayed: &HeaderName,
 ) -> reqwest_middleware::Result<Response> {
     result.map(|mut response| {
-        let how = Idempotency::of(key, derived, attempts, response.headers());
+        let how = Idempotency::of(key, derived, attempts, response.headers(), replayed);
         response.extensions_mut().insert(how);
         response
     })

@@ -20,16 +20,24 @@ pub struct Idempotency {
     /// How many attempts were made, the first included.
     pub attempts: u32,
     /// Whether the answer is a replay of an earlier attempt's outcome
-    /// (`Idempotent-Replayed: true`): the request had run before.
+    /// (`Idempotent-Replayed: true`, or the header named by
+    /// [`IdempotencyMiddleware::replay_header`](crate::IdempotencyMiddleware::replay_header)):
+    /// the request had run before.
     pub replayed: bool,
 }
 
 impl Idempotency {
     /// How a call went, from the key it carried and the answer's headers
-    /// (`Idempotent-Replayed: true` marks a replay).
-    pub(crate) fn of(key: String, derived: bool, attempts: u32, headers: &http::HeaderMap) -> Self {
+    /// (`<replay header>: true` marks a replay).
+    pub(crate) fn of(
+        key: String,
+        derived: bool,
+        attempts: u32,
+        headers: &http::HeaderMap,
+        replay_header: &http::HeaderName,
+    ) -> Self {
         let replayed = headers
-            .get(idem_http::IDEMPOTENT_REPLAYED)
+            .get(replay_header)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
         Self {
             key,
@@ -60,11 +68,18 @@ pub struct ProblemError {
 
 impl ProblemError {
     /// Whether the request can be sent again later with the same key and
-    /// may succeed (in flight, store down, commit uncertain, or any answer
-    /// that came with `Retry-After`). `key-reused`, `key-malformed` and the
+    /// may succeed: every answer the default [`RetryPolicy`](crate::RetryPolicy)
+    /// retries (409 in flight, with or without `Retry-After`; 429; 5xx), an
+    /// answer that came with `Retry-After`, and idem's in-flight, store-down
+    /// and commit-uncertain problems. `key-reused`, `key-malformed` and the
     /// other 4xx never can.
     pub fn is_retryable(&self) -> bool {
-        self.retry_after.is_some()
+        let attempt = crate::policy::Attempt::Answer {
+            status: self.status,
+            retry_after: self.retry_after,
+        };
+        crate::RetryPolicy::default().retries(attempt)
+            || self.retry_after.is_some()
             || matches!(
                 self.kind,
                 Some(
@@ -129,5 +144,49 @@ impl ResponseExt for Response {
             status,
             retry_after,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Attempt;
+    use crate::RetryPolicy;
+
+    fn problem(
+        status: u16,
+        kind: Option<ProblemKind>,
+        retry_after: Option<Duration>,
+    ) -> ProblemError {
+        ProblemError {
+            kind,
+            type_uri: "about:blank".into(),
+            status,
+            title: None,
+            detail: String::new(),
+            retry_after,
+        }
+    }
+
+    #[test]
+    fn what_is_retryable_is_what_the_default_policy_retries() {
+        let policy = RetryPolicy::default();
+        for status in 400..600 {
+            let answer = Attempt::Answer {
+                status,
+                retry_after: None,
+            };
+            assert_eq!(
+                problem(status, None, None).is_retryable(),
+                policy.retries(answer),
+                "{status}"
+            );
+        }
+        // A 409 in flight from a server that sends no Retry-After (a
+        // third-party middleware) is retryable: the work may still run.
+        assert!(problem(409, None, None).is_retryable());
+        assert!(problem(409, Some(ProblemKind::InFlight), None).is_retryable());
+        assert!(!problem(422, Some(ProblemKind::KeyReused), None).is_retryable());
+        assert!(problem(400, None, Some(Duration::from_secs(1))).is_retryable());
     }
 }
