@@ -493,7 +493,8 @@ proptest::proptest! {
                     RetryPolicy::default()
                         .max_attempts(max)
                         .backoff(Duration::from_micros(1), Duration::from_micros(10))
-                        .max_retry_after(Duration::ZERO),
+                        .max_retry_after(Duration::ZERO)
+                        .in_flight(Duration::ZERO, max),
                 ))
                 .with(Script { answers: Mutex::new(script.clone().into()), keys: Arc::clone(&keys) })
                 .build();
@@ -577,5 +578,57 @@ async fn a_server_that_names_its_replay_header_otherwise_is_understood_when_told
     assert!(
         problem.is_retryable(),
         "a 409 in flight, without Retry-After, is retryable"
+    );
+}
+
+/// A server of another make (a third-party middleware): a duplicate of a
+/// request still running is answered 409 without `Retry-After` until the
+/// work finishes, 2.5 s after the first attempt. The caller keeps asking,
+/// no sooner than a second apart, and gets the result, instead of giving
+/// up after five quick 409s while the work still runs.
+#[tokio::test]
+async fn a_409_without_retry_after_is_asked_again_until_the_work_is_done() {
+    let first_seen: Arc<Mutex<HashMap<String, std::time::Instant>>> = Arc::default();
+    let router = axum::Router::new()
+        .route(
+            "/orders",
+            post(
+                |State(seen): State<Arc<Mutex<HashMap<String, std::time::Instant>>>>,
+                 headers: HeaderMap| async move {
+                    let key = headers
+                        .get("idempotency-key")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    let started = *seen
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .entry(key)
+                        .or_insert_with(std::time::Instant::now);
+                    if started.elapsed() < Duration::from_millis(2500) {
+                        (StatusCode::CONFLICT, r#"{"detail":"in progress"}"#)
+                    } else {
+                        (StatusCode::CREATED, r#"{"order":"done"}"#)
+                    }
+                },
+            ),
+        )
+        .with_state(Arc::clone(&first_seen));
+    let url = serve(router).await;
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(IdempotencyMiddleware::new())
+        .build();
+    let started = std::time::Instant::now();
+    let answer = client
+        .post(format!("{url}/orders"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(answer.status(), StatusCode::CREATED);
+    let attempts = answer.idempotency().map(|i| i.attempts).unwrap_or_default();
+    assert!(
+        (3..=5).contains(&attempts),
+        "asked again about once a second: {attempts} attempts in {:?}",
+        started.elapsed()
     );
 }

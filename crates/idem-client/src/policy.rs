@@ -32,7 +32,9 @@ pub enum Decision {
 ///
 /// Retried, with the same key: no answer at all (connection errors,
 /// resets, timeouts: the request may have run, which is what the key is
-/// for); `409` (the same key is in flight: idem's `request-in-flight`);
+/// for); `409` and `425` (the same key is in flight: idem's
+/// `request-in-flight`; without `Retry-After`, asked again no sooner than
+/// [`in_flight`](Self::in_flight)'s floor, until the deadline);
 /// `429` and `503`, honouring `Retry-After` up to a cap; other 5xx when
 /// [`server_errors`](Self::server_errors) says so (idem records no 5xx by
 /// default, so a retry runs the request again). Never retried: `422` (the
@@ -50,11 +52,15 @@ pub struct RetryPolicy {
     max_pause: Duration,
     max_retry_after: Duration,
     server_errors: bool,
+    in_flight_floor: Duration,
+    max_in_flight_attempts: u32,
 }
 
 impl Default for RetryPolicy {
     /// 5 attempts within 30 s, pauses from 100 ms up to 5 s, a
-    /// `Retry-After` honoured up to 10 s, 5xx retried.
+    /// `Retry-After` honoured up to 10 s, 5xx retried; a request in flight
+    /// (409 or 425) without `Retry-After` asked again no sooner than 1 s,
+    /// up to 30 attempts within the deadline.
     fn default() -> Self {
         Self {
             max_attempts: 5,
@@ -63,6 +69,8 @@ impl Default for RetryPolicy {
             max_pause: Duration::from_secs(5),
             max_retry_after: Duration::from_secs(10),
             server_errors: true,
+            in_flight_floor: Duration::from_secs(1),
+            max_in_flight_attempts: 30,
         }
     }
 }
@@ -107,6 +115,20 @@ impl RetryPolicy {
         self
     }
 
+    /// A request the server says is in flight (409, 425, gRPC `ABORTED`)
+    /// without saying when to come back (no `Retry-After`, no pushback) is
+    /// asked again no sooner than `floor` (default 1 s), and such answers
+    /// count against `max_attempts` (default 30) instead of
+    /// [`max_attempts`](Self::max_attempts): the work is still running, and
+    /// the call ends with the [`deadline`](Self::deadline), not after a few
+    /// quick answers.
+    #[must_use]
+    pub fn in_flight(mut self, floor: Duration, max_attempts: u32) -> Self {
+        self.in_flight_floor = floor;
+        self.max_in_flight_attempts = max_attempts.max(1);
+        self
+    }
+
     /// Whether 5xx answers other than 503 are retried (default `true`).
     #[must_use]
     pub fn server_errors(mut self, retry: bool) -> Self {
@@ -125,7 +147,7 @@ impl RetryPolicy {
         match attempt {
             Attempt::NoAnswer => true,
             Attempt::Answer { status, .. } => match status {
-                409 | 429 | 503 => true,
+                409 | 425 | 429 | 503 => true,
                 500..=599 => self.server_errors,
                 _ => false,
             },
@@ -136,7 +158,21 @@ impl RetryPolicy {
     /// `attempt`, `elapsed` after the first attempt started. `jitter` is a
     /// random number in `[0, 1)`, which scales the backoff pause.
     pub fn decide(&self, made: u32, elapsed: Duration, attempt: Attempt, jitter: f64) -> Decision {
-        if made >= self.max_attempts || !self.retries(attempt) {
+        // In flight, and no word on when: the work runs on; bounded by
+        // the deadline (and a cap), not the few quick attempts.
+        let in_flight_unsaid = matches!(
+            attempt,
+            Attempt::Answer {
+                status: 409 | 425,
+                retry_after: None
+            }
+        );
+        let most = if in_flight_unsaid {
+            self.max_in_flight_attempts.max(self.max_attempts)
+        } else {
+            self.max_attempts
+        };
+        if made >= most || !self.retries(attempt) {
             return Decision::Stop;
         }
         let pause = if let Attempt::Answer {
@@ -148,7 +184,12 @@ impl RetryPolicy {
         } else {
             let exp = made.saturating_sub(1).min(30);
             let ceiling = self.base.saturating_mul(1u32 << exp).min(self.max_pause);
-            ceiling.mul_f64(jitter.clamp(0.0, 1.0))
+            let pause = ceiling.mul_f64(jitter.clamp(0.0, 1.0));
+            if in_flight_unsaid {
+                pause.max(self.in_flight_floor)
+            } else {
+                pause
+            }
         };
         if elapsed.saturating_add(pause) >= self.deadline {
             return Decision::Stop;
@@ -195,11 +236,22 @@ mod tests {
                 match policy.decide(made, elapsed, attempt, jitter) {
                     Decision::Stop => break,
                     Decision::RetryAfter(pause) => {
-                        prop_assert!(made < max, "attempt {} of {} was retried", made, max);
+                        let unsaid_in_flight = matches!(
+                            attempt,
+                            Attempt::Answer { status: 409 | 425, retry_after: None }
+                        );
+                        // An in-flight answer that says not when counts
+                        // against its own cap (30), and waits at least 1 s.
+                        if unsaid_in_flight {
+                            prop_assert!(made < 30, "in-flight attempt {} was retried", made);
+                            prop_assert!(pause >= Duration::from_secs(1), "{:?}", pause);
+                        } else {
+                            prop_assert!(made < max, "attempt {} of {} was retried", made, max);
+                        }
                         prop_assert!(elapsed + pause < Duration::from_millis(deadline_ms));
                         if let Attempt::Answer { status, .. } = attempt {
                             prop_assert!(
-                                !(400..500).contains(&status) || status == 409 || status == 429,
+                                !(400..500).contains(&status) || matches!(status, 409 | 425 | 429),
                                 "{} was retried", status
                             );
                         }
@@ -207,7 +259,7 @@ mod tests {
                     }
                 }
             }
-            prop_assert!(made <= max.max(1) || made == 1);
+            prop_assert!(made <= max.max(30));
         }
 
         /// A pause is never longer than the cap, or the `Retry-After` cap.
