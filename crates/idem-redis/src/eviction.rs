@@ -29,8 +29,11 @@ pub(crate) struct Eviction {
     /// The evicting policy seen at the last check, if not accepted: new
     /// claims are refused while it is set.
     refusing: Mutex<Option<String>>,
-    /// When the next check is due (`None`: now).
-    due: Mutex<Option<Instant>>,
+    /// Whether `refusing` is set: what every claim reads, without a lock.
+    refuses: AtomicBool,
+    /// When the next check is due, in milliseconds after `since` (0: now).
+    due_ms: AtomicU64,
+    since: Instant,
     checking: AtomicBool,
     /// The server's `evicted_keys` at the last check (`u64::MAX`: none yet).
     evicted_before: AtomicU64,
@@ -52,7 +55,9 @@ impl Eviction {
         Self {
             accepted,
             refusing: Mutex::new(None),
-            due: Mutex::new(None),
+            refuses: AtomicBool::new(false),
+            due_ms: AtomicU64::new(0),
+            since: Instant::now(),
             checking: AtomicBool::new(false),
             evicted_before: AtomicU64::new(u64::MAX),
             seen: AtomicU64::new(0),
@@ -61,6 +66,9 @@ impl Eviction {
 
     /// The evicting policy new claims are refused for, if any.
     pub(crate) fn refusing(&self) -> Option<String> {
+        if !self.refuses.load(Ordering::Acquire) {
+            return None;
+        }
         self.refusing
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -75,26 +83,35 @@ impl Eviction {
     /// A call failed: the next one checks again (it may be on a new
     /// connection or a new primary).
     pub(crate) fn check_soon(&self) {
-        *self.due.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.due_ms.store(0, Ordering::Release);
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Checks if a check is due and none is under way; a check that cannot
     /// read the server changes nothing (the call that follows fails on its
     /// own if the server is gone).
     pub(crate) async fn check_if_due(&self, connection: &Connection) {
-        let now = Instant::now();
-        {
-            let mut due = self.due.lock().unwrap_or_else(PoisonError::into_inner);
-            if due.is_some_and(|at| now < at) {
-                return;
-            }
-            *due = Some(now + CHECK_EVERY);
-        }
-        if self.checking.swap(true, Ordering::AcqRel) {
+        let now = self.now_ms();
+        let due = self.due_ms.load(Ordering::Acquire);
+        if now < due {
             return;
         }
+        let next = now.saturating_add(u64::try_from(CHECK_EVERY.as_millis()).unwrap_or(u64::MAX));
+        if self
+            .due_ms
+            .compare_exchange(due, next, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+            || self.checking.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        // Reset even if this future is dropped mid-check (its caller went
+        // away): else no check would ever run again.
+        let _checking = Checking(&self.checking);
         let _ = self.check(connection).await;
-        self.checking.store(false, Ordering::Release);
     }
 
     /// Reads the server's policy and eviction count now.
@@ -113,7 +130,9 @@ impl Eviction {
         if let Some(policy) = &refusing {
             tracing::error!(target: "idem", policy = %policy, "{}", refusal(policy));
         }
+        let refuses = refusing.is_some();
         *self.refusing.lock().unwrap_or_else(PoisonError::into_inner) = refusing;
+        self.refuses.store(refuses, Ordering::Release);
         let before = self
             .evicted_before
             .swap(reading.evicted_keys, Ordering::AcqRel);
@@ -125,6 +144,15 @@ impl Eviction {
             #[cfg(feature = "metrics")]
             metrics::counter!("idem.redis.evicted_keys").increment(evicted);
         }
+    }
+}
+
+/// Marks a check under way; clears the mark when dropped.
+struct Checking<'a>(&'a AtomicBool);
+
+impl Drop for Checking<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
