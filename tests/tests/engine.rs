@@ -214,7 +214,9 @@ async fn worker_that_times_out_after_the_charge_keeps_the_key_until_the_lease_en
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operation_that_panics_after_the_charge_keeps_the_key_until_the_lease_ends() {
-    let lease = Duration::from_millis(600);
+    // Long enough that the retry below comes within it on a loaded machine
+    // (at 600 ms a full parallel run once let it expire first).
+    let lease = Duration::from_secs(2);
     let engine = Engine::new(MemoryStore::new()).with_policy(Policy::default().lease(lease));
     let runs = Arc::new(AtomicUsize::new(0));
     let c = call("panics-after-charge", &serde_json::json!("x"));
