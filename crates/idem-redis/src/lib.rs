@@ -62,6 +62,7 @@ mod eviction;
 mod operations;
 mod record;
 mod replay_cache;
+mod replication;
 mod scripts;
 mod sentinel;
 mod slot;
@@ -74,8 +75,8 @@ pub use connector::{ConnectError, Connector};
 pub use transaction::RedisTransaction;
 
 use eviction::Eviction;
-use idem_core::machine::micros;
 use replay_cache::ReplayCache;
+use replication::Replication;
 use scripts::{eval_key, evalsha, is_corrupt, is_no_script, Scripts};
 use wake::Wakes;
 use wire::Connection;
@@ -97,17 +98,12 @@ pub struct RedisStore {
     /// published on (`<prefix>wake`; empty: none).
     wakes: Option<Arc<Wakes>>,
     channel: Arc<str>,
+    /// The key each replication round writes (`<prefix>durable`).
+    mark: Arc<str>,
     /// Acknowledgements each change needs before it is acted on.
     replication: Option<Replication>,
     /// What the server's eviction policy allows.
     eviction: Arc<Eviction>,
-}
-
-/// `WAIT replicas timeout` after each change.
-#[derive(Clone, Copy, Debug)]
-struct Replication {
-    replicas: u32,
-    timeout: Duration,
 }
 
 impl fmt::Debug for RedisStore {
@@ -198,6 +194,7 @@ impl RedisStore {
             timeout: DEFAULT_TIMEOUT,
             wakes: None,
             channel: Arc::from(""),
+            mark: Arc::from(format!("{DEFAULT_PREFIX}durable")),
             replication: None,
         }
     }
@@ -207,6 +204,7 @@ impl RedisStore {
     #[must_use]
     pub fn with_prefix(mut self, prefix: &str) -> Self {
         self.prefix = Arc::from(prefix);
+        self.mark = Arc::from(format!("{prefix}durable"));
         if let Some(wakes) = &self.wakes {
             // Another channel: waiters of the old one are not this store's.
             let cache = wakes.cache.as_ref().map(ReplayCache::fresh);
@@ -244,7 +242,7 @@ impl RedisStore {
     /// replica with the most data.
     #[must_use]
     pub fn with_replication(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.replication = (replicas > 0).then_some(Replication { replicas, timeout });
+        self.replication = (replicas > 0).then(|| Replication::new(replicas, timeout));
         self
     }
 
@@ -332,9 +330,10 @@ impl RedisStore {
         script: &Script,
         eval: &redis::Cmd,
     ) -> Result<(Value, Result<(), StoreError>), StoreError> {
-        let replication = self.replication.filter(|_| what != "inspect");
+        let replication = self.replication.as_ref().filter(|_| what != "inspect");
         let call = async {
             let mut connection = self.connection.clone();
+            let generation = connection.generation();
             let Some(r) = replication else {
                 let value = match connection.query(eval).await {
                     Err(e) if is_no_script(&e) => {
@@ -343,13 +342,24 @@ impl RedisStore {
                     }
                     result => result,
                 }?;
-                return Ok((value, None));
+                return Ok((value, Ok(())));
             };
+            if !self.is_cluster() {
+                // Group commit: the change alone, then the next round's WAIT.
+                let value = match connection.query(eval).await {
+                    Err(e) if is_no_script(&e) => {
+                        connection.load(script).await?;
+                        connection.query(eval).await
+                    }
+                    result => result,
+                }?;
+                let covered = r
+                    .covered(what, &self.connection, &self.mark, generation)
+                    .await;
+                return Ok((value, covered));
+            }
             let mut pipe = redis::pipe();
-            pipe.add_command(eval.clone())
-                .cmd("WAIT")
-                .arg(r.replicas)
-                .arg(micros(r.timeout).div_ceil(1000).max(1));
+            pipe.add_command(eval.clone()).add_command(r.wait_command());
             let slot = slot::slot(eval_key(eval));
             let replies = match connection.query_pipeline(&pipe, slot).await {
                 Err(e) if is_no_script(&e) => {
@@ -360,7 +370,7 @@ impl RedisStore {
             }?;
             let mut replies = replies.into_iter();
             match (replies.next(), replies.next()) {
-                (Some(value), Some(Value::Int(acked))) => Ok((value, Some(acked))),
+                (Some(value), Some(Value::Int(acked))) => Ok((value, r.check(what, acked))),
                 _ => Err(redis::RedisError::from((
                     redis::ErrorKind::UnexpectedReturnType,
                     "a script and WAIT did not answer two replies",
@@ -368,18 +378,7 @@ impl RedisStore {
             }
         };
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok((value, acked))) => {
-                let replicated = match (replication, acked) {
-                    (Some(r), Some(acked)) if acked < i64::from(r.replicas) => {
-                        Err(StoreError::unavailable_because(format!(
-                            "redis {what}: the change reached {acked} of the {} replicas required within {:?}, so it is not acted on",
-                            r.replicas, r.timeout
-                        )))
-                    }
-                    _ => Ok(()),
-                };
-                Ok((value, replicated))
-            }
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) if is_corrupt(&e) => Err(StoreError::corrupt(format!("redis {what}: {e}"))),
             Ok(Err(e)) if e.code() == Some("OOM") => Err(StoreError::full_because(format!(
                 "redis {what}: the server is full (used memory over maxmemory, and nothing it may evict), so it takes no new record; records it keeps are still answered"

@@ -40,9 +40,10 @@ impl RedisStore {
         let ticket = cache.and_then(|c| Some((c, c.ticket(id)?)));
         // With a cache, a replay also answers its key's time to live.
         let want_ttl: &[u8] = if ticket.is_some() { b"1" } else { b"" };
-        // The durable mode's answers from an existing record are writes of
-        // this connection, so that its WAIT covers them.
-        let durable: &[u8] = if self.replication.is_some() {
+        // On a cluster the durable mode's answers from an existing record
+        // are writes of this connection, so that the WAIT after it covers
+        // them (elsewhere the round's own write does; see replication.rs).
+        let durable: &[u8] = if self.replication.is_some() && self.is_cluster() {
             b"1"
         } else {
             b""

@@ -78,6 +78,15 @@ impl Connection {
         }
     }
 
+    /// Which primary the connection talks to, behind Sentinel (bumped at
+    /// each switch); `None` elsewhere.
+    pub(crate) fn generation(&self) -> Option<u64> {
+        match self {
+            Self::Sentinel(f) => Some(f.connection().0),
+            Self::Single(_) | Self::Cluster(_) => None,
+        }
+    }
+
     /// A call got no answer in time: behind Sentinel, the primary may be
     /// gone without closing its connections (frozen, partitioned).
     pub(crate) fn suspect(&self) {
