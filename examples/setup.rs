@@ -89,7 +89,7 @@ pub async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
         .migrate()
         .await
         .map_err(|e| format!("ledger migration failed: {e}"))?;
-    store.spawn_purger(Duration::from_secs(60), 1000);
+    store.spawn_purger(Duration::from_mins(1), 1000);
     Ok((Engine::new(store), Arc::new(ledger)))
 }
 

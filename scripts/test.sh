@@ -34,4 +34,12 @@ cargo run --quiet --example queue_consumer
 echo "==> example: queue_consumer (Redis Stream consumer group, RedisStore)"
 REDIS_URL=redis://127.0.0.1:6379 cargo run --quiet --example queue_consumer
 
+echo "==> cargo package: every crate builds from what it would publish"
+# Cargo takes a crate it verified before from its build directory when the
+# version is unchanged, even if the sources changed since: forget those
+# builds (the workspace's own crates only; their dependencies stay built).
+rm -rf target/package "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/idem-* \
+    target/debug/.fingerprint/idem-* target/debug/deps/libidem_* target/debug/deps/idem_*
+cargo package --workspace --allow-dirty --exclude idem-examples --exclude idem-tests
+
 echo "==> all green"

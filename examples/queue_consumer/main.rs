@@ -467,7 +467,7 @@ async fn main() -> ExitCode {
     // A short lease so that a killed worker's claim is taken over quickly.
     let policy = Policy::default()
         .lease(Duration::from_millis(300))
-        .ttl(Duration::from_secs(3600));
+        .ttl(Duration::from_hours(1));
 
     let (name, deliveries) = if let Ok(url) = std::env::var("REDIS_URL") {
         match streams::run(&url, &plan, policy, &warehouse, &counters).await {
@@ -498,7 +498,7 @@ async fn main() -> ExitCode {
                 w.await.expect("worker panicked");
             }
         };
-        if tokio::time::timeout(Duration::from_secs(60), all)
+        if tokio::time::timeout(Duration::from_mins(1), all)
             .await
             .is_err()
         {

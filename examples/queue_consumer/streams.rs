@@ -280,7 +280,7 @@ pub(crate) async fn run(
         }
         Ok::<(), String>(())
     };
-    let outcome = tokio::time::timeout(Duration::from_secs(60), all).await;
+    let outcome = tokio::time::timeout(Duration::from_mins(1), all).await;
     let pending: Value = redis::cmd("XPENDING")
         .arg(&shared.stream)
         .arg(GROUP)

@@ -244,7 +244,7 @@ async fn redis_pair_with(replay_cache: bool) -> Result<(String, String), String>
     };
     // Records of this run expire after 10 minutes (and are deleted at the
     // end); balances in memory on both sides, as the baseline keeps them.
-    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_mins(10)));
     let ledger = Unfenced(MemoryLedger::new(&MemoryStore::new()));
     Ok((
         idem_tests::serve(naive).await,
@@ -296,8 +296,7 @@ async fn redis_fenced_pair() -> Result<(String, String), String> {
         } else {
             Arc::new(Unfenced(ledger))
         };
-        let engine =
-            Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+        let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_mins(10)));
         urls.push(idem_tests::serve(router(app_with(engine, ledger))).await);
     }
     let fenced = urls.pop().ok_or("no fenced server")?;
@@ -327,8 +326,7 @@ async fn redis_replicated_pair(
         )
         .await
         .map_err(|e| format!("redis: {e}"))?;
-        let engine =
-            Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+        let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_mins(10)));
         urls.push(idem_tests::serve(router(app_with(engine, Arc::new(ledger)))).await);
     }
     let replicated = urls.pop().ok_or("no replicated server")?;
@@ -434,7 +432,7 @@ async fn pg_pair() -> Result<(String, String, Vec<String>), String> {
     .execute(&pool)
     .await
     .map_err(|e| e.to_string())?;
-    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(600)));
+    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_mins(10)));
     let naive = naive_router(Naive {
         app: app_with(Engine::new(MemoryStore::new()), Arc::new(naive_ledger)),
         keys: PgKeys {

@@ -118,7 +118,7 @@ fn replay_route(c: &mut Criterion) {
         .expect("runtime");
     let (bare, naive, idem) = rt.block_on(async {
         // Recorded for the whole run.
-        let idem = router(app_with_ttl(Duration::from_secs(3600)));
+        let idem = router(app_with_ttl(Duration::from_hours(1)));
         let naive = naive_router(Naive {
             app: app(),
             keys: MemoryKeys::default(),

@@ -74,7 +74,7 @@ async fn a_retry_is_never_answered_from_a_completion_the_failover_loses(server: 
     // A completes both while nothing reaches the replicas: not acted on.
     topology.hold_replication(true);
     let receipt = Outcome::new(b"receipt".to_vec());
-    let ttl = Duration::from_secs(60);
+    let ttl = Duration::from_mins(1);
     for (c, l) in [(&retried, &lease_retried), (&waiting, &lease_waiting)] {
         let completed = a.complete(c.record_id(), l, &receipt, ttl).await;
         assert!(

@@ -215,8 +215,9 @@ async fn worker_that_times_out_after_the_charge_keeps_the_key_until_the_lease_en
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operation_that_panics_after_the_charge_keeps_the_key_until_the_lease_ends() {
     // Long enough that the retry below comes within it on a loaded machine
-    // (at 600 ms a full parallel run once let it expire first).
-    let lease = Duration::from_secs(2);
+    // (at 600 ms a full parallel run once let it expire first; a panic's
+    // backtrace is printed before the task ends).
+    let lease = Duration::from_secs(5);
     let engine = Engine::new(MemoryStore::new()).with_policy(Policy::default().lease(lease));
     let runs = Arc::new(AtomicUsize::new(0));
     let c = call("panics-after-charge", &serde_json::json!("x"));
@@ -239,8 +240,16 @@ async fn operation_that_panics_after_the_charge_keeps_the_key_until_the_lease_en
         1,
         "charged once while the lease lived"
     );
-    tokio::time::sleep(lease + lease / 2).await;
-    let again = engine.run(&c, |_| charge(&runs)).await;
+    // Retries are told it is in flight until the lease ends; then one runs it.
+    let deadline = tokio::time::Instant::now() + lease * 4;
+    let again = loop {
+        match engine.run(&c, |_| charge(&runs)).await {
+            Err(Error::InFlight { retry_after, .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(retry_after.min(Duration::from_millis(200))).await;
+            }
+            other => break other,
+        }
+    };
     assert_eq!(
         again.expect("runs after the lease"),
         Ran::Executed("charge-1".into())
@@ -258,7 +267,7 @@ async fn worker_that_gives_up_while_the_claim_is_taken_leaves_the_key_free_at_on
         ..Faulty::new(memory.clone())
     });
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
-        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+        .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let runs = Arc::new(AtomicUsize::new(0));
     let c = call("gives-up-during-begin", &serde_json::json!("x"));
     let gone =
@@ -285,7 +294,7 @@ async fn worker_that_gives_up_while_a_timed_out_charge_is_released_leaves_the_ke
         ..Faulty::new(memory.clone())
     });
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
-        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+        .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let c = call("gives-up-during-release", &serde_json::json!("x"));
     let gone = tokio::time::timeout(
         Duration::from_millis(50),
@@ -313,7 +322,7 @@ async fn a_release_the_store_refuses_for_a_while_is_retried_until_the_key_is_fre
         ..Faulty::new(memory.clone())
     });
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
-        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+        .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let c = call("release-blip", &serde_json::json!("x"));
     let timed_out = engine
         .run(&c, |_| async { Err::<String, _>(PayError::Timeout) })
@@ -791,7 +800,7 @@ async fn claimable_again(engine: &Engine, c: &Call) -> bool {
 async fn a_claim_taken_and_dropped_before_anything_ran_is_released_for_the_retry() {
     // The lease is long: only a release frees the key within the second.
     let engine = Engine::new(MemoryStore::new())
-        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+        .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let c = call("taken-then-dropped", &serde_json::json!({"amount": 5}));
     match engine.begin(&c).await.expect("begin") {
         idem_core::Begun::Claimed(claimed) => drop(claimed),
@@ -806,7 +815,7 @@ async fn a_claim_taken_and_dropped_before_anything_ran_is_released_for_the_retry
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_run_under_another_call_runs_nothing_and_is_released() {
     let engine = Engine::new(MemoryStore::new())
-        .with_policy(Policy::default().lease(Duration::from_secs(60)));
+        .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let taken = call("claimed-for-this", &serde_json::json!({"amount": 5}));
     let other = call("run-for-that", &serde_json::json!({"amount": 5}));
     let idem_core::Begun::Claimed(claimed) = engine.begin(&taken).await.expect("begin") else {

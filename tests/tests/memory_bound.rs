@@ -21,7 +21,7 @@ fn call(key: &str) -> Call {
     )
 }
 
-const DAY: Duration = Duration::from_secs(24 * 3600);
+const DAY: Duration = Duration::from_hours(24);
 
 async fn claim(store: &MemoryStore, c: &Call) -> Lease {
     match store.begin(c.record_id(), c.fingerprint(), DAY).await {
@@ -57,7 +57,7 @@ async fn at_its_bound_the_store_evicts_the_records_closest_to_expiry_and_never_a
     for (i, c) in done.iter().enumerate() {
         complete(&store, c, 200, DAY).await;
         if i == 380 {
-            complete(&store, &short, 200, Duration::from_secs(60)).await;
+            complete(&store, &short, 200, Duration::from_mins(1)).await;
         }
         clock.advance(Duration::from_millis(1));
         assert!(store.bytes() <= 40_000, "over the bound: {}", store.bytes());

@@ -96,7 +96,7 @@ async fn a_scrape_shows_how_many_retries_the_redis_replay_cache_answered() {
         .await
         .expect("redis")
         .with_prefix(&prefix)
-        .with_replay_cache(1 << 20, Duration::from_secs(60));
+        .with_replay_cache(1 << 20, Duration::from_mins(1));
     let ledger = RedisLedger::connect(&redis_url(), &store, &format!("{prefix}balance:"))
         .await
         .expect("ledger");

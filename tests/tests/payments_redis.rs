@@ -18,7 +18,7 @@ async fn instance(prefix: &str, delay: Duration, replay_cache: bool) -> String {
         .expect("redis")
         .with_prefix(&format!("{prefix}idem:"));
     let store = if replay_cache {
-        store.with_replay_cache(1 << 20, Duration::from_secs(60))
+        store.with_replay_cache(1 << 20, Duration::from_mins(1))
     } else {
         store
     };

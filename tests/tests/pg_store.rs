@@ -111,7 +111,7 @@ async fn stalled_holder_is_fenced_and_its_business_write_rolls_back() {
             c.record_id(),
             &a_lease,
             &a_claim_outcome,
-            Duration::from_secs(60),
+            Duration::from_mins(1),
         )
         .await;
     assert!(
@@ -232,7 +232,7 @@ async fn purge_deletes_expired_records_in_bounded_batches() {
             live.record_id(),
             &l,
             &Outcome::new(vec![2]),
-            Duration::from_secs(3600),
+            Duration::from_hours(1),
         )
         .await
         .expect("complete");
@@ -298,7 +298,7 @@ async fn statements_per_request_counted_on_the_wire() {
     assert_eq!(proxy.executed() - before, 1, "a replay: begin");
 
     let held = call("held");
-    let _ = idem_tests::claim(&store, &held, Duration::from_secs(60)).await;
+    let _ = idem_tests::claim(&store, &held, Duration::from_mins(1)).await;
     let before = proxy.executed();
     let dup = engine.run(&held, |_| async { Ok::<_, Never>(2) }).await;
     assert!(matches!(dup, Err(Error::InFlight { .. })), "{dup:?}");

@@ -73,7 +73,7 @@ async fn on_jetstream_a_takeovers_republish_is_dropped_as_a_duplicate() {
         .get_or_create_stream(stream::Config {
             name: name.clone(),
             subjects: vec![format!("{name}.out")],
-            duplicate_window: Duration::from_secs(120),
+            duplicate_window: Duration::from_mins(2),
             ..stream::Config::default()
         })
         .await

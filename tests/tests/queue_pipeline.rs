@@ -263,8 +263,9 @@ async fn a_store_that_is_down_redelivers_with_backoff_and_never_dead_letters() {
 
 #[tokio::test]
 async fn a_handler_that_panics_leaves_its_message_for_after_the_lease() {
-    // Long enough that the redelivery below comes within it on a loaded machine.
-    let lease = Duration::from_secs(10);
+    // Nothing here waits for the lease to end, so it is far longer than any
+    // panic's backtrace takes to print on a loaded machine.
+    let lease = Duration::from_hours(1);
     let engine = Engine::new(MemoryStore::new()).with_policy(Policy::default().lease(lease));
     let consumer = shipper(engine, Arc::default());
     let (verdict, action) = tell(&consumer, order("o-7", "panic")).await;

@@ -88,7 +88,7 @@ async fn cached_store() -> RedisStore {
         .await
         .expect("Redis at IDEM_TEST_REDIS_URL (default redis://127.0.0.1:6379)")
         .with_prefix(&prefix)
-        .with_replay_cache(1 << 20, Duration::from_secs(60));
+        .with_replay_cache(1 << 20, Duration::from_mins(1));
     // The first begin subscribes.
     let warm_up = idem_tests::call("conformance", "warm-up");
     idem_tests::claim(&store, &warm_up, Duration::from_secs(1)).await;

@@ -208,7 +208,7 @@ async fn a_full_redis_refuses_new_work_and_still_answers_recorded_work(kind: Ser
             running.record_id(),
             &lease,
             &receipt,
-            Duration::from_secs(60),
+            Duration::from_mins(1),
         )
         .await
         .unwrap_or_else(|e| panic!("{kind:?}: completing on a full server: {e}"));

@@ -28,7 +28,7 @@ impl Instance {
             .await
             .expect("private redis")
             .with_prefix(prefix)
-            .with_replay_cache(1 << 20, Duration::from_secs(60));
+            .with_replay_cache(1 << 20, Duration::from_mins(1));
         Self {
             engine: Engine::new(store).with_policy(policy),
             debits: Arc::new(AtomicUsize::new(0)),

@@ -18,10 +18,10 @@ async fn memory_per_record_with_a_200_byte_response() {
     // The default prefix, as a deployment has it; the key is unique to this run.
     let store = RedisStore::connect(&redis_url()).await.expect("redis");
     let c = call(&unique_prefix("memory").replace(':', "-"));
-    let lease = idem_tests::claim(&store, &c, Duration::from_secs(60)).await;
+    let lease = idem_tests::claim(&store, &c, Duration::from_mins(1)).await;
     let outcome = Outcome::new(vec![b'r'; 200]);
     store
-        .complete(c.record_id(), &lease, &outcome, Duration::from_secs(3600))
+        .complete(c.record_id(), &lease, &outcome, Duration::from_hours(1))
         .await
         .expect("complete");
     let mut con = redis_connection(&redis_url()).await;
@@ -108,7 +108,7 @@ async fn commands_per_request() {
     assert_eq!(client_commands(&mut con).await, 3, "a replay: one begin");
 
     let held = call("held");
-    let _ = idem_tests::claim(&store, &held, Duration::from_secs(60)).await;
+    let _ = idem_tests::claim(&store, &held, Duration::from_mins(1)).await;
     assert_eq!(client_commands(&mut con).await, 4);
     let dup = engine.run(&held, |_| async { Ok::<_, Never>(2) }).await;
     assert!(matches!(dup, Err(Error::InFlight { .. })), "{dup:?}");

@@ -29,7 +29,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
 const SHORT: Duration = Duration::from_millis(10);
-const LONG: Duration = Duration::from_secs(600);
+const LONG: Duration = Duration::from_mins(10);
 const ADVANCE: Duration = Duration::from_millis(60);
 
 #[derive(Clone, Debug)]

@@ -159,7 +159,7 @@ fn engine_vs_bare(c: &mut Criterion) {
 
     let replayed = call(&req, "replayed-key");
     rt.block_on(async {
-        let long = replayed.clone().ttl(Duration::from_secs(3600));
+        let long = replayed.clone().ttl(Duration::from_hours(1));
         engine
             .run(&long, |_| operation(&req, 0))
             .await

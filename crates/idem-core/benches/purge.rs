@@ -15,7 +15,7 @@ use idem_core::memory::ManualClock;
 use idem_core::{Begin, Fingerprint, IdempotencyKey, MemoryStore, Outcome, RecordId, Scope, Store};
 
 const START_US: u64 = 1_700_000_000_000_000;
-const TTL: Duration = Duration::from_secs(3600);
+const TTL: Duration = Duration::from_hours(1);
 
 /// A store holding `n` completed records (and `in_flight` claims) that
 /// expire after [`TTL`], on a clock the bench moves.

@@ -43,7 +43,7 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Self {
-            ttl: Duration::from_secs(24 * 60 * 60),
+            ttl: Duration::from_hours(24),
             lease: DEFAULT_LEASE,
             on_in_flight: OnInFlight::Reject,
         }

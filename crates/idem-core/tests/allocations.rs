@@ -53,7 +53,7 @@ async fn a_payment_allocates_only_its_claim_and_outcome_and_its_retry_nothing() 
         .max_bytes(usize::MAX)
         .purge_interval(None)
         .build();
-    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_secs(60)));
+    let engine = Engine::new(store).with_policy(Policy::default().ttl(Duration::from_mins(1)));
     // The fewest over many payments: the store's table and queues grow now
     // and then, which is not the engine's doing.
     let mut new_key = u64::MAX;

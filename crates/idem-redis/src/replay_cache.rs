@@ -222,11 +222,11 @@ mod tests {
     }
 
     fn later() -> Instant {
-        Instant::now() + Duration::from_secs(60)
+        Instant::now() + Duration::from_mins(1)
     }
 
     fn live() -> ReplayCache {
-        let cache = ReplayCache::new(1 << 20, Duration::from_secs(60));
+        let cache = ReplayCache::new(1 << 20, Duration::from_mins(1));
         cache.subscribed();
         cache
     }
@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn nothing_is_kept_or_answered_without_the_subscription() {
-        let cache = ReplayCache::new(1 << 20, Duration::from_secs(60));
+        let cache = ReplayCache::new(1 << 20, Duration::from_mins(1));
         assert!(cache.ticket(&id(1)).is_none(), "never subscribed");
         cache.subscribed();
         let ticket = cache.ticket(&id(1)).expect("subscribed");
@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn the_cache_holds_no_more_than_its_bytes() {
-        let cache = ReplayCache::new(64 * 1024, Duration::from_secs(60));
+        let cache = ReplayCache::new(64 * 1024, Duration::from_mins(1));
         cache.subscribed();
         for n in 0..=255u8 {
             keep(&cache, n, &Outcome::new(vec![n; 1024]), later());

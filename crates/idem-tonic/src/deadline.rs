@@ -49,8 +49,8 @@ mod tests {
     fn timeouts_parse_as_the_spec_spells_them() {
         assert_eq!(parse("100m"), Some(Duration::from_millis(100)));
         assert_eq!(parse("2S"), Some(Duration::from_secs(2)));
-        assert_eq!(parse("1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse("5M"), Some(Duration::from_secs(300)));
+        assert_eq!(parse("1H"), Some(Duration::from_hours(1)));
+        assert_eq!(parse("5M"), Some(Duration::from_mins(5)));
         assert_eq!(parse("250u"), Some(Duration::from_micros(250)));
         assert_eq!(parse("99999999n"), Some(Duration::from_nanos(99_999_999)));
         assert_eq!(parse("123456789m"), None, "more than 8 digits");

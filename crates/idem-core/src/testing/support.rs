@@ -29,7 +29,7 @@ pub fn fp(n: u8) -> Fingerprint {
 }
 
 pub(crate) const LONG: Duration = Duration::from_secs(30);
-pub(crate) const TTL: Duration = Duration::from_secs(600);
+pub(crate) const TTL: Duration = Duration::from_mins(10);
 
 pub(crate) async fn acquire(
     store: &dyn Store,
