@@ -651,3 +651,68 @@ async fn a_retry_whose_deadline_passes_while_it_waits_for_the_first_leaves_nothi
         .expect("the first debit");
     assert_eq!(receipt.into_inner().amount, 1);
 }
+
+#[tokio::test]
+async fn a_service_with_its_own_error_model_answers_idem_s_refusals_in_it() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let store = MemoryStore::new();
+    let payments = Payments {
+        ledger: Arc::new(MemoryLedger::new(&store)),
+        debit_delay: Duration::ZERO,
+    };
+    let render = |problem: &idem_tonic::Problem| {
+        Status::new(
+            Code::Aborted,
+            format!("payments/{}: {}", problem.kind().slug(), problem.detail()),
+        )
+    };
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(idem_tonic::problem_format(render))
+            .layer(idem_examples::grpc_payments::idempotency(Engine::new(
+                store,
+            )))
+            .add_service(idem_examples::grpc_payments::ledger_server::LedgerServer::new(payments))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("address")
+        .connect()
+        .await
+        .expect("connect");
+    let mut client = LedgerClient::new(channel);
+
+    let missing = client
+        .debit(debit("frank", 1000, None))
+        .await
+        .expect_err("no key");
+    assert_eq!(missing.code(), Code::Aborted);
+    assert!(
+        missing.message().starts_with("payments/key-missing: "),
+        "{}",
+        missing.message()
+    );
+    client
+        .debit(debit("frank", 1000, Some("fr-1")))
+        .await
+        .expect("the first debit");
+    let reused = client
+        .debit(debit("frank", 2000, Some("fr-1")))
+        .await
+        .expect_err("another amount");
+    assert!(
+        reused.message().starts_with("payments/key-reused: "),
+        "{}",
+        reused.message()
+    );
+    // The service's own errors are its own, untouched.
+    let own = client
+        .debit(debit("frank", 0, Some("fr-2")))
+        .await
+        .expect_err("a zero amount");
+    assert_eq!(own.code(), Code::InvalidArgument);
+    assert_eq!(balance(&mut client, "frank").await, 9000);
+}

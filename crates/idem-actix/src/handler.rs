@@ -55,7 +55,7 @@ impl HeaderKey {
     }
 }
 
-fn refused(problem: &Problem) -> actix_web::Error {
+pub(crate) fn refused(problem: &Problem) -> actix_web::Error {
     InternalError::from_response("idem", problem_response(problem)).into()
 }
 
@@ -219,6 +219,12 @@ impl HandlerContext {
         T::from_request(&self.request.req, &mut payload)
             .await
             .map_err(|e| e.into().error_response())
+    }
+
+    /// The response of a handler that ran without a key
+    /// (`key_required = false`), as it would without the attribute.
+    pub fn unclaimed(self, responded: Responded) -> HttpResponse {
+        (responded.0)(&self.request.req)
     }
 
     /// Runs `op` once for `call` (built by the generated code from the key,

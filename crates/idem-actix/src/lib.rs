@@ -24,16 +24,20 @@ mod adapter;
 mod body;
 mod commit_response;
 mod handler;
+mod handler_key;
 mod idempotency;
 mod middleware;
 mod problem;
+mod problem_format;
 mod respond;
 
 pub use adapter::Actix;
 pub use commit_response::{commit_response, try_commit_response, Conflict};
+pub use idem_http::{Problem, ProblemKind};
 pub use idem_http::{RecordPolicy, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use idempotency::Idempotency;
 pub use middleware::IdempotencyMiddleware;
+pub use problem_format::{ProblemFormat, ProblemFormatMiddleware};
 
 /// `#[idempotent(ttl = "24h", scope = "account")]` on an actix-web handler:
 /// the key comes from the `Idempotency-Key` header (or `key = ...`), the
@@ -75,5 +79,7 @@ pub mod __private {
         EngineInData, EngineProbe, HandlerContext, HandlerRequest, HandlerResponse, HeaderKey,
         IntoResponse, NoEngine, Responded, Response,
     };
+    pub use crate::handler_key::{header_scope, OptionalHeaderKey};
+    pub use actix_web::HttpRequest;
     pub use idem_core::__private::*;
 }

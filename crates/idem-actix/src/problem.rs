@@ -16,5 +16,8 @@ pub(crate) fn problem_response(problem: &Problem) -> HttpResponse {
     if let Some(secs) = problem.retry_after_secs() {
         builder.insert_header((RETRY_AFTER, secs));
     }
-    builder.body(problem.body())
+    let mut response = builder.body(problem.body());
+    // What `ProblemFormat` finds to render the answer another way.
+    response.extensions_mut().insert(problem.clone());
+    response
 }

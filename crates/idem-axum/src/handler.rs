@@ -125,6 +125,12 @@ impl<S> HandlerContext<S> {
         self
     }
 
+    /// The response of a handler that ran without a key
+    /// (`key_required = false`), as it would without the attribute.
+    pub fn unclaimed(self, response: Response) -> Response {
+        response
+    }
+
     /// The request.
     pub fn request(&self) -> &HandlerRequest {
         &self.request

@@ -125,7 +125,7 @@ known!(HeaderTag: HeaderMap);
 
 /// A value the fingerprint can include.
 #[diagnostic::on_unimplemented(
-    message = "`#[idempotent]` cannot fingerprint `{Self}`: every handler parameter goes into the request's fingerprint",
+    message = "`{Self}` is not `serde::Serialize`, and `#[idempotent]` fingerprints every handler parameter",
     label = "not `serde::Serialize`",
     note = "derive or implement `serde::Serialize` for `{Self}`, or leave this parameter out of the fingerprint with `skip(<its binding>)` if it does not describe the request"
 )]

@@ -77,9 +77,11 @@ mod commit_response;
 mod extract;
 mod handler;
 mod handler_input;
+mod handler_key;
 mod headers;
 mod layer;
 mod problem;
+mod problem_format;
 mod problem_json;
 mod record;
 mod request_head;
@@ -94,6 +96,7 @@ pub use headers::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use idem_http::RecordPolicy;
 pub use layer::{Axum, IdempotencyLayer};
 pub use problem::{Problem, ProblemKind, PROBLEM_TYPE_PREFIX};
+pub use problem_format::problem_format;
 pub use problem_json::problem_json;
 pub use record::encode as encode_response;
 pub use service::IdempotencyService;
@@ -129,6 +132,8 @@ pub mod __private {
         tag, Added, BodyTag, BodyValue, Fingerprintable, HeaderTag, InnerTag, SerializeTag,
         SkipTag, Tagged, ViaKnown, ViaSerialize, Wrapper,
     };
+    pub use crate::handler_key::{header_scope, OptionalHeaderKey};
     pub use axum::response::{IntoResponse, Response};
+    pub use http::HeaderMap;
     pub use idem_core::__private::*;
 }

@@ -41,6 +41,11 @@ impl Problem {
         self.0.body()
     }
 
+    /// The `Retry-After` in whole seconds, if retrying makes sense.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.0.retry_after_secs()
+    }
+
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         StatusCode::from_u16(self.0.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
@@ -65,6 +70,8 @@ impl IntoResponse for Problem {
         if let Some(secs) = self.0.retry_after_secs() {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        // What `problem_format` finds to render the answer another way.
+        response.extensions_mut().insert(self.0);
         response
     }
 }

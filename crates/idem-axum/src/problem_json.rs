@@ -19,6 +19,8 @@ const MAX_DETAIL: usize = 1024;
 /// such route (`not-found`, 404) or method (`method-not-allowed`, 405); other
 /// statuses get RFC 9457's `about:blank`. A plain-text body (axum's rejection
 /// message) becomes the `detail`; other headers (`Allow`, `Retry-After`) stay.
+/// A body of any other content type (the application's own JSON error, say)
+/// is the application's, and is kept as it is.
 ///
 /// Use it with `axum::middleware::map_response` on the whole router:
 ///
@@ -36,11 +38,16 @@ pub async fn problem_json(response: Response) -> Response {
         return response;
     }
     let (mut parts, body) = response.into_parts();
-    let plain = parts
+    let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/plain"));
+        .and_then(|v| v.to_str().ok());
+    let plain = content_type.is_some_and(|v| v.starts_with("text/plain"));
+    if content_type.is_some() && !plain {
+        // A body the application wrote in a format of its own (its JSON
+        // error, say): its to keep.
+        return Response::from_parts(parts, body);
+    }
     let text = if plain {
         match http_body_util::Limited::new(body, MAX_DETAIL)
             .collect()

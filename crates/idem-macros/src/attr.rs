@@ -16,11 +16,13 @@ mod kw {
     syn::custom_keyword!(on_conflict);
     syn::custom_keyword!(name);
     syn::custom_keyword!(claim);
+    syn::custom_keyword!(key_required);
+    syn::custom_keyword!(header);
 }
 
 /// Every argument the attribute takes, for error messages.
 pub(crate) const EXPECTED: &str =
-    "expected one of: ttl, lease, scope, key, engine, skip, on_conflict, name, claim, crate";
+    "expected one of: ttl, lease, scope, key, key_required, engine, skip, on_conflict, name, claim, crate";
 
 /// A `name = value` argument, with the span of its keyword.
 pub(crate) struct Spanned<T> {
@@ -34,6 +36,9 @@ pub(crate) struct Args {
     pub(crate) ttl: Option<Spanned<LitStr>>,
     pub(crate) lease: Option<Spanned<LitStr>>,
     pub(crate) scope: Option<Spanned<LitStr>>,
+    /// `scope = header("x-api-key")`: the header's name.
+    pub(crate) scope_header: Option<Spanned<LitStr>>,
+    pub(crate) key_required: Option<Spanned<syn::LitBool>>,
     pub(crate) key: Option<Spanned<Expr>>,
     pub(crate) engine: Option<Spanned<Expr>>,
     pub(crate) skip: Option<Spanned<Vec<Ident>>>,
@@ -73,6 +78,31 @@ fn string_value(input: ParseStream<'_>, what: &str, example: &str) -> syn::Resul
     ))
 }
 
+/// `scope = "binding"` or `scope = header("name")`, after the keyword.
+fn parse_scope(input: ParseStream<'_>, args: &mut Args, k: Span) -> syn::Result<()> {
+    if args.scope.is_some() || args.scope_header.is_some() {
+        return Err(syn::Error::new(
+            k,
+            "`scope` is given twice; keep one `scope = ...`",
+        ));
+    }
+    if !input.peek2(kw::header) {
+        let v = string_value(input, "scope", "\"account\"")?;
+        return set_once(&mut args.scope, k, "scope", v);
+    }
+    input.parse::<Token![=]>()?;
+    input.parse::<kw::header>()?;
+    let content;
+    syn::parenthesized!(content in input);
+    let name: LitStr = content.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "`header` takes the header's name as a string, such as `scope = header(\"x-api-key\")`",
+        )
+    })?;
+    set_once(&mut args.scope_header, k, "scope", name)
+}
+
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut args = Args::default();
@@ -88,8 +118,17 @@ impl Parse for Args {
                 set_once(&mut args.lease, k, "lease", v)?;
             } else if lookahead.peek(kw::scope) {
                 let k = input.parse::<kw::scope>()?.span;
-                let v = string_value(input, "scope", "\"account\"")?;
-                set_once(&mut args.scope, k, "scope", v)?;
+                parse_scope(input, &mut args, k)?;
+            } else if lookahead.peek(kw::key_required) {
+                let k = input.parse::<kw::key_required>()?.span;
+                input.parse::<Token![=]>()?;
+                let v: syn::LitBool = input.parse().map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        "`key_required` takes `true` or `false`, such as `key_required = false`",
+                    )
+                })?;
+                set_once(&mut args.key_required, k, "key_required", v)?;
             } else if lookahead.peek(kw::key) {
                 let k = input.parse::<kw::key>()?.span;
                 input.parse::<Token![=]>()?;

@@ -3,11 +3,10 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
-use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
-use syn::visit_mut::{self, VisitMut};
-use syn::{parse_quote, Attribute, FnArg, Ident, ItemFn, Pat, ReturnType};
+use syn::{parse_quote, Attribute, Ident, ItemFn, ReturnType};
 
+use crate::handler::{handler, Handler};
 use crate::plan::{HandlerMode, Mode, OnConflict, Origin, PlainMode, Plan};
 
 fn nanos(d: std::time::Duration) -> u64 {
@@ -118,125 +117,6 @@ fn is_debug_handler(attr: &Attribute) -> bool {
         .is_some_and(|s| s.ident == "debug_handler")
 }
 
-/// A pattern that binds the same names by reference to the value: `mut`,
-/// `ref` and `ref mut` go, so that default binding modes apply.
-fn by_reference(pat: &Pat) -> Pat {
-    struct StripModes;
-    impl VisitMut for StripModes {
-        fn visit_pat_ident_mut(&mut self, p: &mut syn::PatIdent) {
-            p.mutability = None;
-            p.by_ref = None;
-            visit_mut::visit_pat_ident_mut(self, p);
-        }
-    }
-    let mut pat = pat.clone();
-    StripModes.visit_pat_mut(&mut pat);
-    pat
-}
-
-/// The handler that the framework routes, around the user's function.
-struct Handler {
-    /// Its signature: the context first, then (axum) the user's extractors
-    /// renamed.
-    signature: syn::Signature,
-    /// actix-web: each of the user's extractors extracted from the context,
-    /// which holds the whole request (actix-web's extractors take the body
-    /// when they are made, so the context could not read it first), then
-    /// the engine looked for among them if the app data held none.
-    extracts: Vec<TokenStream>,
-    /// The renamed extractors, in order.
-    args: Vec<Ident>,
-    /// Each fingerprinted extractor added to the fingerprint.
-    adds: Vec<TokenStream>,
-    /// The user's patterns bound by reference, for `key` and `scope`.
-    bindings: Vec<TokenStream>,
-}
-
-fn handler(sig: &syn::Signature, axum: &HandlerMode, runtime: &TokenStream) -> Handler {
-    let p = runtime;
-    let mut outer = sig.clone();
-    // Generic over the router state, which must hold an engine: a router
-    // without one is told so where it routes the handler. In argument
-    // position, so that a generic handler's turbofish stays the user's.
-    outer.inputs = Punctuated::new();
-    // A key from the header is required first: before the context (which
-    // reads the body on actix-web) and the user's extractors (axum runs
-    // them in order; the last may read the body), so that a request without
-    // one is refused before its body is read.
-    if axum.key.is_none() {
-        outer
-            .inputs
-            .push(parse_quote!(__idem_header_key: #runtime::HeaderKey));
-    }
-    outer.inputs.push(match axum.origin {
-        // actix-web's app data is not typed: the engine is looked up there.
-        Origin::Actix => parse_quote!(__idem_ctx: #runtime::HandlerContext),
-        Origin::Axum | Origin::Core => parse_quote!(
-            __idem_ctx: #runtime::HandlerContext<impl #runtime::EngineInState>
-        ),
-    });
-    outer.output = parse_quote!(-> #runtime::Response);
-    let mut args = Vec::new();
-    let mut extracts = Vec::new();
-    let mut adds = Vec::new();
-    let mut bindings = Vec::new();
-    for (i, (input, skipped)) in sig.inputs.iter().zip(&axum.skipped).enumerate() {
-        let FnArg::Typed(pt) = input else { continue };
-        let arg = format_ident!("__idem_arg{i}");
-        let (pattrs, ty) = (&pt.attrs, &pt.ty);
-        if axum.origin == Origin::Actix {
-            // The fingerprint is the request itself: nothing to add.
-            extracts.push(quote_spanned! {ty.span()=>
-                let #arg: #ty = match __idem_ctx.extract::<#ty>().await {
-                    ::core::result::Result::Ok(v) => v,
-                    ::core::result::Result::Err(answer) => return answer,
-                };
-            });
-        } else {
-            outer.inputs.push(parse_quote!(#(#pattrs)* #arg: #ty));
-        }
-        if !*skipped && axum.origin != Origin::Actix {
-            let label = format!("#{i}");
-            // The value is spanned at the parameter's type, so that a type
-            // that cannot be fingerprinted is reported there.
-            let value = Ident::new(&arg.to_string(), ty.span());
-            adds.push(quote_spanned! {ty.span()=>
-                let #arg = match { (&#p::tag(&#arg)).tag_kind() }
-                    .add(#value, __idem_ctx.request(), &mut __idem_fp, #label)
-                    .await
-                {
-                    ::core::result::Result::Ok(v) => v,
-                    ::core::result::Result::Err(answer) => return answer,
-                };
-            });
-        }
-        let pat = by_reference(&pt.pat);
-        bindings.push(quote! {
-            #[allow(unused_variables, clippy::used_underscore_binding)]
-            let #pat = &#arg;
-        });
-        args.push(arg);
-    }
-    if axum.origin == Origin::Actix {
-        // An engine the app data does not hold may be in a parameter's
-        // `web::Data<S>`, `S: AsRef<Engine>`.
-        extracts.push(quote! {
-            let __idem_ctx = {
-                #[allow(unused_imports)]
-                use #p::{EngineInData as _, NoEngine as _};
-                __idem_ctx.engine_from([#((&&#p::EngineProbe(&#args)).engine()),*])
-            };
-        });
-    }
-    Handler {
-        signature: outer,
-        extracts,
-        args,
-        adds,
-        bindings,
-    }
-}
-
 /// An axum handler. The user's function stays whole, renamed `__idem_inner`
 /// inside the handler; the handler around it extracts a `HandlerContext`
 /// and the same extractors, fingerprints each extractor's whole value, and
@@ -265,9 +145,10 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
         .iter()
         .filter(|a| is_instrument(a) || is_debug_handler(a) || is_lint(a));
     // In the handler, bindings are references: the scope is their value.
-    let scope = match &axum.scope {
-        Some(id) => quote_spanned!(id.span()=> #p::ScopeValue::scope_value(#id)),
-        None => scope.clone(),
+    let scope = match (&axum.scope, &axum.scope_header) {
+        (Some(id), _) => quote_spanned!(id.span()=> #p::ScopeValue::scope_value(#id)),
+        (None, Some(name)) => quote!(#p::header_scope(&__idem_scope_request, #name)),
+        (None, None) => scope.clone(),
     };
     let Handler {
         signature: outer,
@@ -294,7 +175,7 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
         call: call_inner,
         claim_param,
         beside,
-    } = inner(&sig, &block, claim.as_ref(), &args, p);
+    } = inner(&sig, &block, claim.as_ref(), axum.scope.as_ref(), &args, p);
     // Async for the handler's sake: an inner body without `.await` is not
     // the user's mistake.
     let inner = quote! {
@@ -315,6 +196,7 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
     };
     let respond =
         quote_spanned!(ret_span=> #p::HandlerResponse::into_handler_response(__idem_out.await));
+    let (key_arms, scope_refused) = crate::handler::refusals(axum, p, &call_inner, &respond);
     quote! {
         #inner_beside
 
@@ -337,11 +219,12 @@ fn expand_handler(c: &Common, axum: &HandlerMode, item: ItemFn) -> TokenStream {
                 (#key, #scope)
             };
             let __idem_key = match __idem_key {
-                ::core::result::Result::Ok(key) => key,
+                #key_arms
                 ::core::result::Result::Err(problem) => {
                     return #p::IntoResponse::into_response(problem);
                 }
             };
+            #scope_refused
             let __idem_call = #p::Call::new(__idem_scope, __idem_key, __idem_fp.finish()) #overrides;
             __idem_ctx
                 .run(__idem_call, move |#claim_param| async move {
@@ -372,6 +255,7 @@ fn inner(
     sig: &syn::Signature,
     block: &syn::Block,
     claim: Option<&Ident>,
+    scope: Option<&Ident>,
     args: &[Ident],
     p: &TokenStream,
 ) -> Inner {
@@ -389,9 +273,18 @@ fn inner(
         (format_ident!("__idem_inner"), quote!(__idem_inner))
     };
     inner.ident = ident;
+    // A parameter that only names the scope is used by the handler, not
+    // by the body: not an unused variable of the user's.
+    let scope_used = scope.map(|id| quote!(let _ = &#id;));
     let block = if let Some(claim) = claim {
         quote!({
+            #scope_used
             let #claim: #p::Claim = #p::take_claim();
+            #block
+        })
+    } else if scope_used.is_some() {
+        quote!({
+            #scope_used
             #block
         })
     } else {

@@ -6,6 +6,9 @@
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 
+use crate::attr::Args;
+use crate::plan::Origin;
+
 /// A web framework with an `#[idempotent]` of its own.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Framework {
@@ -113,4 +116,54 @@ fn visit(tokens: TokenStream, f: &mut impl FnMut(&proc_macro2::Ident, bool)) {
             _ => {}
         }
     }
+}
+
+/// Rule, for the handler form (no `engine = ...`): the attribute is the one
+/// of the framework the handler is written for, and `crate = ...` names
+/// that framework's adapter. One error, alone: every other would follow
+/// from this one.
+pub(crate) fn check_framework(
+    origin: Origin,
+    args: &Args,
+    sig: &syn::Signature,
+) -> syn::Result<()> {
+    let own = match origin {
+        Origin::Axum => Some(Framework::Axum),
+        Origin::Actix => Some(Framework::Actix),
+        Origin::Core => None,
+    };
+    if let Some((written, name, span)) = written_for(sig) {
+        if Some(written) != own {
+            let this = match origin {
+                Origin::Core => "`idem_core::idempotent` makes functions that are not handlers (with `engine = ...` and `key = ...`)",
+                Origin::Axum => "`idem_axum::idempotent` makes axum handlers",
+                Origin::Actix => "`idem_actix::idempotent` makes actix-web handlers",
+            };
+            return Err(syn::Error::new(
+                span,
+                format!(
+                    "this is an {} handler (it names `{name}`), and {this}: use `{}`",
+                    written.name(),
+                    written.attribute()
+                ),
+            ));
+        }
+    }
+    if let (Some(own), Some(krate)) = (own, &args.krate) {
+        let path = krate.value.value();
+        let last = path.rsplit("::").next().unwrap_or("").trim();
+        if ["idem_core", "idem_axum", "idem_actix"].contains(&last) && last != own.adapter() {
+            return Err(syn::Error::new(
+                krate.value.span(),
+                format!(
+                    "`crate = \"{path}\"` names a crate without the {} handler form, which `{}` generates its code against: write `crate = \"::{}\"`, or the path where you re-export `{}`",
+                    own.name(),
+                    own.attribute(),
+                    own.adapter(),
+                    own.adapter()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -11,6 +11,8 @@
 mod attr;
 mod expand;
 mod framework;
+mod handler;
+mod handler_key;
 mod params;
 mod plan;
 mod validate;

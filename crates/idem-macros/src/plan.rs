@@ -62,6 +62,10 @@ pub(crate) struct HandlerMode {
     pub(crate) key: Option<Expr>,
     /// The binding that `scope = ...` names.
     pub(crate) scope: Option<Ident>,
+    /// The header that `scope = header("...")` names, in lower case.
+    pub(crate) scope_header: Option<syn::LitStr>,
+    /// `key_required = false`: a request without a key runs unprotected.
+    pub(crate) key_optional: bool,
     /// Per parameter, in order: whether `skip` leaves it out.
     pub(crate) skipped: Vec<bool>,
 }

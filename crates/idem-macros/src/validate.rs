@@ -8,7 +8,8 @@ use syn::spanned::Spanned as _;
 use syn::{Expr, GenericArgument, Ident, ItemFn, LitStr, PathArguments, ReturnType, Type};
 
 use crate::attr::Args;
-use crate::framework::{written_for, Framework};
+use crate::framework::check_framework;
+use crate::handler_key;
 use crate::params::{binding_list, find, last_segment_is, params, Param};
 use crate::plan::{HandlerMode, Input, Mode, OnConflict, Origin, PlainMode, Plan};
 
@@ -295,6 +296,8 @@ fn check_handler(
         origin,
         key: args.key.as_ref().map(|k| k.value.clone()),
         scope,
+        scope_header: handler_key::scope_header(args, true)?,
+        key_optional: handler_key::key_optional(args, true)?,
         skipped: params
             .iter()
             .map(|p| p.bindings.iter().any(|b| skipped.contains(b)))
@@ -361,52 +364,6 @@ fn fingerprinted(params: &[Param], skipped: &[Ident], engine: Option<&Expr>) -> 
         .collect()
 }
 
-/// Rule, for the handler form (no `engine = ...`): the attribute is the one
-/// of the framework the handler is written for, and `crate = ...` names
-/// that framework's adapter. One error, alone: every other would follow
-/// from this one.
-fn check_framework(origin: Origin, args: &Args, sig: &syn::Signature) -> syn::Result<()> {
-    let own = match origin {
-        Origin::Axum => Some(Framework::Axum),
-        Origin::Actix => Some(Framework::Actix),
-        Origin::Core => None,
-    };
-    if let Some((written, name, span)) = written_for(sig) {
-        if Some(written) != own {
-            let this = match origin {
-                Origin::Core => "`idem_core::idempotent` makes functions that are not handlers (with `engine = ...` and `key = ...`)",
-                Origin::Axum => "`idem_axum::idempotent` makes axum handlers",
-                Origin::Actix => "`idem_actix::idempotent` makes actix-web handlers",
-            };
-            return Err(syn::Error::new(
-                span,
-                format!(
-                    "this is an {} handler (it names `{name}`), and {this}: use `{}`",
-                    written.name(),
-                    written.attribute()
-                ),
-            ));
-        }
-    }
-    if let (Some(own), Some(krate)) = (own, &args.krate) {
-        let path = krate.value.value();
-        let last = path.rsplit("::").next().unwrap_or("").trim();
-        if ["idem_core", "idem_axum", "idem_actix"].contains(&last) && last != own.adapter() {
-            return Err(syn::Error::new(
-                krate.value.span(),
-                format!(
-                    "`crate = \"{path}\"` names a crate without the {} handler form, which `{}` generates its code against: write `crate = \"::{}\"`, or the path where you re-export `{}`",
-                    own.name(),
-                    own.attribute(),
-                    own.adapter(),
-                    own.adapter()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Checks every rule and builds the plan; all errors found are returned together.
 pub(crate) fn validate(origin: Origin, args: &Args, item: &ItemFn) -> syn::Result<Plan> {
     let sig = &item.sig;
@@ -454,6 +411,10 @@ pub(crate) fn validate(origin: Origin, args: &Args, item: &ItemFn) -> syn::Resul
     let claim = args.claim.as_ref().map(|c| c.value.clone());
     if let Some(c) = &claim {
         errors.keep(check_claim(c, &params));
+    }
+    if origin == Origin::Core || args.engine.is_some() {
+        errors.keep(handler_key::key_optional(args, false));
+        errors.keep(handler_key::scope_header(args, false));
     }
     let mode = if origin == Origin::Core && args.engine.is_none() {
         errors.push(syn::Error::new(

@@ -62,5 +62,8 @@ pub(crate) fn status(problem: &Problem) -> Status {
 
 /// The trailers-only response for `problem`, its metadata included.
 pub(crate) fn response(problem: &Problem) -> http::Response<Body> {
-    status(problem).into_http::<Body>()
+    let mut response = status(problem).into_http::<Body>();
+    // What `problem_format` finds to render the answer another way.
+    response.extensions_mut().insert(problem.clone());
+    response
 }

@@ -82,6 +82,7 @@ mod deadline;
 mod decompress;
 mod frames;
 mod layer;
+mod problem_format;
 mod record_codes;
 mod respond;
 mod retry_info;
@@ -89,8 +90,10 @@ mod service;
 
 pub use answer::{code, IDEM_PROBLEM, RETRY_PUSHBACK_MS};
 pub use commit_with_record::commit_with_record;
+pub use idem_http::{Problem, ProblemKind};
 pub use idem_http::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use layer::{IdempotencyLayer, Tonic};
+pub use problem_format::problem_format;
 pub use record_codes::{RecordCodes, NEVER_RECORDED, TRANSIENT_CODES};
 pub use retry_info::retry_delay;
 pub use service::IdempotencyService;

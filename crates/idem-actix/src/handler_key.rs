@@ -1,0 +1,50 @@
+//! What an attribute's handler takes from the request besides its context:
+//! a key that may be absent (`key_required = false`), and a scope named by
+//! a header (`scope = header("x-api-key")`). Not a public API.
+
+use actix_web::dev::Payload;
+use actix_web::http::header::HeaderValue;
+use actix_web::{FromRequest, HttpRequest};
+use idem_core::{IdempotencyKey, Scope};
+use idem_http::{key_from_values, Problem, IDEMPOTENCY_KEY};
+
+use crate::handler::refused;
+
+/// The `Idempotency-Key` header of a handler with `key_required = false`:
+/// a request without one runs without idempotency; a malformed one is
+/// still refused (400) before the body is read.
+#[derive(Debug)]
+pub struct OptionalHeaderKey(Option<IdempotencyKey>);
+
+impl FromRequest for OptionalHeaderKey {
+    type Error = actix_web::Error;
+    type Future = std::future::Ready<Result<Self, actix_web::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let key = key_from_values(
+            req.headers()
+                .get_all(IDEMPOTENCY_KEY)
+                .map(HeaderValue::as_bytes),
+        );
+        std::future::ready(match key {
+            Ok(key) => Ok(Self(key)),
+            Err(e) => Err(refused(&Problem::key_malformed(&e))),
+        })
+    }
+}
+
+impl OptionalHeaderKey {
+    /// The key, if the request sent one.
+    pub fn into_key(self) -> Result<Option<IdempotencyKey>, Problem> {
+        Ok(self.0)
+    }
+}
+
+/// The scope that header `name` of `request` names (see
+/// [`idem_http::scope_from_values`]).
+pub fn header_scope(request: &HttpRequest, name: &str) -> Result<Scope, Problem> {
+    idem_http::scope_from_values(
+        name,
+        request.headers().get_all(name).map(HeaderValue::as_bytes),
+    )
+}
