@@ -12,7 +12,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use futures_util::StreamExt as _;
-use idem_client::{CallSite, IdempotencyMiddleware, Key, ProblemKind, ResponseExt, RetryPolicy};
+use idem_client::{
+    CallFailed, CallSite, IdempotencyMiddleware, Key, ProblemKind, ResponseExt, RetryPolicy,
+};
 use idem_core::{Engine, MemoryStore};
 use idem_examples::payments::{router, Account, App, MemoryLedger};
 use idem_tests::fault_proxy::{Fault, FaultProxy};
@@ -631,4 +633,76 @@ async fn a_409_without_retry_after_is_asked_again_until_the_work_is_done() {
         "asked again about once a second: {attempts} attempts in {:?}",
         started.elapsed()
     );
+}
+
+/// Every answer lost: the caller is told the key, the attempts and that the
+/// debit may have run, and resuming with that key later gets the recorded
+/// receipt instead of a second debit.
+#[tokio::test]
+async fn a_debit_whose_every_answer_is_lost_reports_its_key_and_resumes_once() {
+    let url = payments().await;
+    let target = url.trim_start_matches("http://").parse().expect("address");
+    let lossy = FaultProxy::start(target, vec![Fault::DropAnswer]).await;
+    let client = client(
+        RetryPolicy::default()
+            .max_attempts(3)
+            .backoff(Duration::from_millis(2), Duration::from_millis(10)),
+    );
+    let before = balance(&url, "acct-lost").await;
+    let debit = |base: &str| {
+        client
+            .post(format!("{base}/accounts/acct-lost/debits"))
+            .json(&serde_json::json!({ "amount": 7 }))
+    };
+    let lost = debit(&lossy.url())
+        .send()
+        .await
+        .expect_err("every answer is lost");
+    let failed = CallFailed::in_error(&lost).expect("the middleware's report on the error");
+    assert_eq!(failed.attempts, 3);
+    assert!(failed.may_have_run, "{lost}");
+    assert!(lost.to_string().contains(&failed.key), "{lost}");
+    // It ran, once, although no answer came back.
+    assert_eq!(balance(&url, "acct-lost").await, before - 7);
+
+    let resumed = debit(&url)
+        .with_extension(failed.resume())
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(resumed.status(), StatusCode::CREATED);
+    let how = resumed
+        .idempotency()
+        .cloned()
+        .expect("the middleware's report");
+    assert_eq!(
+        (how.key.as_str(), how.replayed),
+        (failed.key.as_str(), true)
+    );
+    assert_eq!(balance(&url, "acct-lost").await, before - 7, "debited once");
+}
+
+/// Every connection refused: the caller is told the request never reached
+/// the server.
+#[tokio::test]
+async fn a_debit_refused_at_every_attempt_says_it_did_not_run() {
+    // Nothing listens on a port that was just free.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let client = client(
+        RetryPolicy::default()
+            .max_attempts(2)
+            .backoff(Duration::from_millis(2), Duration::from_millis(10)),
+    );
+    let refused = client
+        .post(format!("http://127.0.0.1:{port}/accounts/acct-x/debits"))
+        .json(&serde_json::json!({ "amount": 7 }))
+        .send()
+        .await
+        .expect_err("nothing listens");
+    let failed = CallFailed::in_error(&refused).expect("the middleware's report on the error");
+    assert_eq!(failed.attempts, 2);
+    assert!(!failed.may_have_run, "{refused}");
 }

@@ -296,3 +296,74 @@ async fn a_debit_whose_answer_the_network_drops_is_retried_and_answered_with_its
         proxy.counts()
     );
 }
+
+/// Every answer lost over gRPC: the status keeps its code, and its source
+/// tells the key, the attempts and that the debit may have run; the same
+/// key later gets the recorded receipt.
+#[tokio::test]
+async fn a_grpc_debit_whose_every_answer_is_lost_reports_its_key_and_resumes_once() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let store = MemoryStore::new();
+    tokio::spawn(serve(
+        listener,
+        Engine::new(store.clone()),
+        Payments {
+            ledger: Arc::new(MemoryLedger::new(&store)),
+            debit_delay: Duration::ZERO,
+        },
+    ));
+    let proxy = idem_tests::fault_proxy::FaultProxy::start(addr, vec![Fault::DropAnswer]).await;
+    let policy = RetryPolicy::default()
+        .max_attempts(3)
+        .backoff(Duration::from_millis(2), Duration::from_millis(10));
+    let lossy = Channel::from_shared(proxy.url())
+        .expect("address")
+        .connect_lazy();
+    let mut lossy = LedgerClient::new(
+        tower::ServiceBuilder::new()
+            .layer(GrpcIdempotencyLayer::new().policy(policy))
+            .service(lossy),
+    );
+    let debit = DebitRequest {
+        account: "grace".to_owned(),
+        amount: 7,
+    };
+    let lost = lossy
+        .debit(debit.clone())
+        .await
+        .expect_err("every answer is lost");
+    let failed =
+        idem_client::CallFailed::in_status(&lost).expect("the layer's report on the status");
+    assert_eq!(failed.attempts, 3, "{lost:?}");
+    assert!(failed.may_have_run, "{lost:?}");
+
+    let direct = Channel::from_shared(format!("http://{addr}"))
+        .expect("address")
+        .connect()
+        .await
+        .expect("connect");
+    let mut direct = LedgerClient::new(
+        tower::ServiceBuilder::new()
+            .layer(GrpcIdempotencyLayer::new().policy(policy))
+            .service(direct),
+    );
+    let mut resumed = tonic::Request::new(debit);
+    resumed.metadata_mut().insert(
+        "idempotency-key",
+        failed.key.parse().expect("a metadata value"),
+    );
+    let receipt = direct.debit(resumed).await.expect("answered");
+    let how = receipt
+        .extensions()
+        .get::<Idempotency>()
+        .cloned()
+        .expect("the report");
+    assert!(
+        how.replayed,
+        "the debit that ran is replayed, not run again"
+    );
+    assert_eq!(balance(&mut direct, "grace").await, 10_000 - 7);
+}

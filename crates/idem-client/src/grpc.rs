@@ -21,6 +21,7 @@ use tower_service::Service;
 
 use idem_core::Claim;
 
+use crate::call_failed::{never_reached, CallFailed};
 use crate::key::KeyMint;
 use crate::outcome::Idempotency;
 use crate::policy::{Attempt, Decision, RetryPolicy};
@@ -192,20 +193,30 @@ where
         .to_bytes();
     let started = Instant::now();
     let mut made = 0u32;
+    let mut may_have_run = false;
     loop {
         made += 1;
         let attempt = Request::from_parts(parts.clone(), Body::new(Full::new(message.clone())));
-        std::future::poll_fn(|cx| inner.poll_ready(cx))
-            .await
-            .map_err(Into::into)?;
+        if let Err(e) = std::future::poll_fn(|cx| inner.poll_ready(cx)).await {
+            let failed = CallFailed::new(key, made, may_have_run, e.into());
+            return Err(Box::new(failed));
+        }
         let result = inner.call(attempt).await.map_err(Into::into);
         let attempted = attempt_of(&result);
+        may_have_run = may_have_run
+            || match &result {
+                Ok(_) => matches!(attempted, Attempt::Answer { status: 409, .. }),
+                Err(e) => !never_reached(&**e),
+            };
         let decision =
             config
                 .policy
                 .decide(made, started.elapsed(), attempted, rand::random::<f64>());
         match decision {
             Decision::Stop => {
+                let result = result.map_err(|e| -> BoxError {
+                    Box::new(CallFailed::new(key.clone(), made, may_have_run, e))
+                });
                 return result.map(|mut response| {
                     let how = Idempotency::of(
                         key,
@@ -216,7 +227,7 @@ where
                     );
                     response.extensions_mut().insert(how);
                     response
-                })
+                });
             }
             Decision::RetryAfter(pause) => {
                 tracing::debug!(target: "idem", key = %key, attempt = made, pause_ms = pause.as_millis(), "retrying the call with the same idempotency key");

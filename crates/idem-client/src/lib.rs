@@ -27,6 +27,7 @@
 //! - the same for tonic clients (feature `grpc`): `GrpcIdempotencyLayer`,
 //!   a tower layer over a `Channel`.
 
+mod call_failed;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod key;
@@ -34,6 +35,7 @@ mod middleware;
 mod outcome;
 mod policy;
 
+pub use call_failed::CallFailed;
 #[cfg(feature = "grpc")]
 pub use grpc::{GrpcIdempotency, GrpcIdempotencyLayer};
 pub use idem_http::ProblemKind;

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use idem_core::Claim;
 
+use crate::call_failed::{never_reached, CallFailed};
 use crate::key::{CallSite, Key, KeyMint};
 use crate::outcome::Idempotency;
 use crate::policy::{Attempt, Decision, RetryPolicy};
@@ -201,14 +202,17 @@ impl Middleware for IdempotencyMiddleware {
         req.headers_mut().insert(self.header.clone(), value);
         let started = Instant::now();
         let mut made = 0u32;
+        let mut may_have_run = false;
         loop {
             made += 1;
             let Some(this) = req.try_clone() else {
                 // A streamed body is sent once.
                 let result = next.run(req, extensions).await;
-                return annotate(result, key, derived, made, &self.replayed);
+                let may_have_run = may_have_run || may_have_run_by(&result);
+                return annotate(result, key, derived, (made, may_have_run), &self.replayed);
             };
             let result = next.clone().run(this, extensions).await;
+            may_have_run = may_have_run || may_have_run_by(&result);
             let decision = match attempt_of(&result) {
                 Some(attempt) => {
                     self.policy
@@ -217,7 +221,9 @@ impl Middleware for IdempotencyMiddleware {
                 None => Decision::Stop,
             };
             match decision {
-                Decision::Stop => return annotate(result, key, derived, made, &self.replayed),
+                Decision::Stop => {
+                    return annotate(result, key, derived, (made, may_have_run), &self.replayed)
+                }
                 Decision::RetryAfter(pause) => {
                     tracing::debug!(target: "idem", key = %key, attempt = made, pause_ms = pause.as_millis(), "retrying with the same idempotency key");
                     tokio::time::sleep(pause).await;
@@ -227,19 +233,48 @@ impl Middleware for IdempotencyMiddleware {
     }
 }
 
-/// Adds how the logical request went to its response.
+/// Whether the attempt that gave `result` may have run on the server: no
+/// answer, unless its connection was refused (or the request could not be
+/// built); or an answer saying it runs or failed while running.
+fn may_have_run_by(result: &reqwest_middleware::Result<Response>) -> bool {
+    match result {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            matches!(status, 409 | 425) || (status >= 500 && status != 503)
+        }
+        Err(reqwest_middleware::Error::Reqwest(e)) => {
+            !(e.is_connect() || e.is_builder() || never_reached(e))
+        }
+        Err(reqwest_middleware::Error::Middleware(_)) => true,
+    }
+}
+
+/// Adds how the logical request went to its response, or to its error
+/// ([`CallFailed`]: the key, the attempts, whether it may have run).
 fn annotate(
     result: reqwest_middleware::Result<Response>,
     key: String,
     derived: bool,
-    attempts: u32,
+    (attempts, may_have_run): (u32, bool),
     replayed: &HeaderName,
 ) -> reqwest_middleware::Result<Response> {
-    result.map(|mut response| {
-        let how = Idempotency::of(key, derived, attempts, response.headers(), replayed);
-        response.extensions_mut().insert(how);
-        response
-    })
+    match result {
+        Ok(mut response) => {
+            let how = Idempotency::of(key, derived, attempts, response.headers(), replayed);
+            response.extensions_mut().insert(how);
+            Ok(response)
+        }
+        Err(e) => {
+            let cause: Box<dyn std::error::Error + Send + Sync> = match e {
+                reqwest_middleware::Error::Reqwest(e) => Box::new(e),
+                reqwest_middleware::Error::Middleware(e) => e.into(),
+            };
+            let failed = CallFailed::new(key, attempts, may_have_run, cause);
+            Err(reqwest_middleware::Error::Middleware(anyhow::Error::new(
+                failed,
+            )))
+        }
+    }
 }
 
 fn anyhow_error(message: String) -> anyhow::Error {
