@@ -240,7 +240,7 @@ where
 /// The delay of a `google.rpc.RetryInfo` in a trailers-only answer's
 /// `grpc-status-details-bin` (base64, padded or not); nothing if that is
 /// missing or not valid.
-fn retry_info(code: Code, headers: &http::HeaderMap) -> Option<Duration> {
+fn retry_info(headers: &http::HeaderMap) -> Option<Duration> {
     use base64::Engine as _;
     const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
         &base64::alphabet::STANDARD,
@@ -251,7 +251,7 @@ fn retry_info(code: Code, headers: &http::HeaderMap) -> Option<Duration> {
     let details = BASE64
         .decode(headers.get("grpc-status-details-bin")?.as_bytes())
         .ok()?;
-    idem_tonic::retry_delay(&tonic::Status::with_details(code, "", details.into()))
+    idem_http::retry_delay_in_details(&details)
 }
 
 /// A call's outcome as the policy reads it: its code (from a trailers-only
@@ -279,7 +279,7 @@ fn attempt_of(result: &Result<Response<Body>, BoxError>) -> Attempt {
             }
         },
         // A server that sends only a `google.rpc.RetryInfo`.
-        None => retry_info(code, headers),
+        None => retry_info(headers),
     };
     let status = match code {
         Code::Aborted => 409,

@@ -24,6 +24,8 @@ mod problem_format;
 mod problem_kind;
 mod record;
 mod record_policy;
+#[cfg(feature = "grpc")]
+mod retry_info;
 mod run;
 mod settings;
 
@@ -41,5 +43,7 @@ pub use problem_format::{reformat, ProblemFormat, ProblemFormatFuture, ProblemFo
 pub use problem_kind::{problem_body, ProblemKind, PROBLEM_TYPE_PREFIX};
 pub use record::{decode, encode, encode_with_trailers, RecordedResponse, Unreadable};
 pub use record_policy::RecordPolicy;
+#[cfg(feature = "grpc")]
+pub use retry_info::{retry_delay_in_details, retry_info_details};
 pub use run::{current_settings, hand_over};
 pub use settings::Settings;

@@ -231,6 +231,12 @@ impl RedisStore {
     ///   so that a replay is never served from a record a failover could
     ///   lose.
     ///
+    /// Concurrent changes share their waits (group commit): each joins the
+    /// next round of a small write and one `WAIT` on a connection of the
+    /// rounds' own, which covers every change (and every read) whose reply
+    /// arrived before it, on Redis 7.0, 7.2+ and Valkey 8 alike. On Redis
+    /// Cluster each change is followed by its own `WAIT` on its slot's node.
+    ///
     /// What `WAIT` promises: the replicas received the change; not that
     /// they wrote it to disk, nor that a failover promotes one of them.
     /// Sentinel promotes the replica with the most data it can reach, so
@@ -353,9 +359,15 @@ impl RedisStore {
                     }
                     result => result,
                 }?;
-                let covered = r
-                    .covered(what, &self.connection, &self.mark, generation)
-                    .await;
+                let covered = match self.wakes.as_deref() {
+                    Some(wakes) => {
+                        r.covered(what, wakes.server(), &self.mark, generation)
+                            .await
+                    }
+                    None => Err(StoreError::unavailable_because(
+                        "the durable mode has no server to wait on",
+                    )),
+                };
                 return Ok((value, covered));
             }
             let mut pipe = redis::pipe();

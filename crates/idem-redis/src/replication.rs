@@ -12,23 +12,26 @@
 //! after the change entered the stream. One round trip to the replicas
 //! covers every request that arrived while the previous round was out.
 //!
-//! Behind Sentinel a round only covers callers whose change went to the
-//! primary the round's mark goes to (the connection's generation): a
-//! caller whose primary was replaced meanwhile is told its change is not
-//! known to be replicated.
+//! The rounds have a connection of their own, so that a `WAIT` blocks no
+//! request's change. Behind Sentinel a round only covers callers whose
+//! change went to the primary the round's mark goes to (the primary's
+//! generation): a caller whose primary was replaced meanwhile is told its
+//! change is not known to be replicated.
 //!
 //! On Redis Cluster each change is followed by its own `WAIT` on the node
 //! of its slot, in one pipeline (a round would need one mark per node).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use idem_core::machine::micros;
 use idem_core::StoreError;
+use redis::aio::ConnectionManager;
 use redis::Value;
 use tokio::sync::oneshot;
 
-use crate::wire::Connection;
+use crate::sentinel::manager_config;
+use crate::wake::Server;
 
 /// `WAIT replicas timeout` for every change, shared between concurrent
 /// changes.
@@ -54,6 +57,9 @@ type Answer = Result<(), StoreError>;
 #[derive(Default)]
 struct Rounds {
     next: Mutex<Next>,
+    /// The rounds' own connection, and the primary's generation it was
+    /// made for.
+    own: Mutex<Option<(Option<u64>, ConnectionManager)>>,
 }
 
 /// The callers waiting for the next round, and whether a round task runs.
@@ -99,7 +105,7 @@ impl Replication {
     pub(crate) async fn covered(
         &self,
         what: &'static str,
-        connection: &Connection,
+        server: &Server,
         mark: &str,
         generation: Option<u64>,
     ) -> Answer {
@@ -117,8 +123,8 @@ impl Replication {
             // A task of its own: a caller that goes away (its request was
             // dropped) must not stop the round the others wait for.
             let this = self.clone();
-            let (connection, mark) = (connection.clone(), mark.to_owned());
-            tokio::spawn(async move { this.run_rounds(connection, mark).await });
+            let (server, mark) = (server.clone(), mark.to_owned());
+            tokio::spawn(async move { this.run_rounds(server, mark).await });
         }
         match rx.await {
             Ok(answer) => {
@@ -130,9 +136,31 @@ impl Replication {
         }
     }
 
+    /// The rounds' own connection to the primary of `generation`, made on
+    /// first use and again when the primary changes.
+    async fn own_connection(
+        &self,
+        generation: Option<u64>,
+        client: redis::Client,
+    ) -> redis::RedisResult<ConnectionManager> {
+        let own = |r: &Rounds| r.own.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some((made_for, connection)) = own(&self.rounds) {
+            if made_for == generation {
+                return Ok(connection);
+            }
+        }
+        let connection = ConnectionManager::new_with_config(client, manager_config()).await?;
+        *self
+            .rounds
+            .own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((generation, connection.clone()));
+        Ok(connection)
+    }
+
     /// Rounds until nobody waits: each takes every caller that joined
     /// before it, sends the mark and `WAIT`, and answers them all.
-    async fn run_rounds(self, mut connection: Connection, mark: String) {
+    async fn run_rounds(self, server: Server, mark: String) {
         loop {
             let callers = {
                 let mut next = self
@@ -146,7 +174,7 @@ impl Replication {
                 }
                 std::mem::take(&mut next.callers)
             };
-            let generation = connection.generation();
+            let (generation, client) = server.generation_and_client();
             let mut round = redis::pipe();
             round
                 .cmd("SET")
@@ -156,10 +184,10 @@ impl Replication {
                 .arg(60_000)
                 .ignore()
                 .add_command(self.wait_command());
-            let sent = tokio::time::timeout(
-                self.timeout + Duration::from_secs(1),
-                connection.query_pipeline(&round, 0),
-            )
+            let sent = tokio::time::timeout(self.timeout + Duration::from_secs(1), async {
+                let mut own = self.own_connection(generation, client).await?;
+                round.query_async::<Vec<Value>>(&mut own).await
+            })
             .await;
             let answer: Answer = match sent {
                 Ok(Ok(replies)) => match replies.as_slice() {

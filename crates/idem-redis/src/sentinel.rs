@@ -80,9 +80,11 @@ impl Followed {
         (current.generation, current.connection.clone())
     }
 
-    /// A client of the primary (for the wake channel's subscription).
-    pub(crate) fn client(&self) -> redis::Client {
-        self.current().client.clone()
+    /// A client of the primary, and its generation (for the wake
+    /// channel's subscription, and the replication rounds' connection).
+    pub(crate) fn generation_and_client(&self) -> (u64, redis::Client) {
+        let current = self.current();
+        (current.generation, current.client.clone())
     }
 
     /// After a failure of a call made on `generation`'s connection: asks

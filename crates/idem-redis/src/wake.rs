@@ -36,9 +36,18 @@ pub(crate) enum Server {
 
 impl Server {
     fn client(&self) -> redis::Client {
+        self.generation_and_client().1
+    }
+
+    /// A client of the server (behind Sentinel, of the primary it names
+    /// now), and which primary that is (`None`: one server).
+    pub(crate) fn generation_and_client(&self) -> (Option<u64>, redis::Client) {
         match self {
-            Self::Fixed(client) => client.clone(),
-            Self::Followed(followed) => followed.client(),
+            Self::Fixed(client) => (None, client.clone()),
+            Self::Followed(followed) => {
+                let (generation, client) = followed.generation_and_client();
+                (Some(generation), client)
+            }
         }
     }
 }

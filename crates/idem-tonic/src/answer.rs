@@ -8,8 +8,6 @@ use idem_http::{Problem, ProblemKind};
 use tonic::body::Body;
 use tonic::{Code, Status};
 
-use crate::retry_info;
-
 /// The metadata naming the rule of idem behind a status it answered with:
 /// the same slug as the HTTP adapters' problem `type`
 /// (`urn:idem:problem:<slug>`), such as `request-in-flight`.
@@ -43,7 +41,8 @@ pub(crate) fn status(problem: &Problem) -> Status {
         Some(secs) => Status::with_details(
             code,
             problem.detail(),
-            retry_info::details(code, problem.detail(), Duration::from_secs(secs)),
+            idem_http::retry_info_details(code as i32, problem.detail(), Duration::from_secs(secs))
+                .into(),
         ),
         None => Status::new(code, problem.detail()),
     };

@@ -1,10 +1,12 @@
-//! `google.rpc.RetryInfo` in a status's details: the messages of
+//! `google.rpc.RetryInfo` in a gRPC status's details: the messages of
 //! `google/rpc/status.proto` and `google/rpc/error_details.proto` that idem
 //! sends, declared with prost so that no generated-types crate is needed.
+//! Both halves read it (the server's layer writes it, the caller's layer
+//! reads it), so it lives here, where neither takes the other's
+//! dependencies (feature `grpc`).
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use prost::Message as _;
 
 /// `google.rpc.Status`: what `grpc-status-details-bin` carries.
@@ -45,9 +47,9 @@ struct ProtoDuration {
 
 const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";
 
-/// The status details (an encoded `google.rpc.Status`) for `code` and
-/// `message` carrying a `google.rpc.RetryInfo` of `delay`.
-pub(crate) fn details(code: tonic::Code, message: &str, delay: Duration) -> Bytes {
+/// The status details (an encoded `google.rpc.Status`) for gRPC code
+/// `code` and `message`, carrying a `google.rpc.RetryInfo` of `delay`.
+pub fn retry_info_details(code: i32, message: &str, delay: Duration) -> Vec<u8> {
     let retry = RetryInfo {
         retry_delay: Some(ProtoDuration {
             seconds: i64::try_from(delay.as_secs()).unwrap_or(i64::MAX),
@@ -55,7 +57,7 @@ pub(crate) fn details(code: tonic::Code, message: &str, delay: Duration) -> Byte
         }),
     };
     RpcStatus {
-        code: code as i32,
+        code,
         message: message.to_owned(),
         details: vec![Any {
             type_url: RETRY_INFO_TYPE.to_owned(),
@@ -63,13 +65,13 @@ pub(crate) fn details(code: tonic::Code, message: &str, delay: Duration) -> Byte
         }],
     }
     .encode_to_vec()
-    .into()
 }
 
-/// The retry delay in status details made by this layer (or by any other
-/// server sending `google.rpc.RetryInfo`), for clients and tests.
-pub fn retry_delay(status: &tonic::Status) -> Option<Duration> {
-    let rpc = RpcStatus::decode(status.details()).ok()?;
+/// The retry delay in a status's details (an encoded `google.rpc.Status`)
+/// that carry a `google.rpc.RetryInfo`, from idem or any other server;
+/// nothing if they carry none or do not decode.
+pub fn retry_delay_in_details(details: &[u8]) -> Option<Duration> {
+    let rpc = RpcStatus::decode(details).ok()?;
     let info = rpc.details.iter().find(|d| d.type_url == RETRY_INFO_TYPE)?;
     let delay = RetryInfo::decode(info.value.as_slice()).ok()?.retry_delay?;
     Some(Duration::new(
