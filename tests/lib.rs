@@ -16,6 +16,8 @@ mod claims;
 pub mod cluster;
 mod fake_stores;
 pub mod fault_proxy;
+#[cfg(doctest)]
+pub mod guide;
 mod hang_up;
 mod pgbouncer;
 mod ports;
