@@ -29,7 +29,42 @@ pub async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
     let store = RedisStore::connect(url)
         .await
         .map_err(|e| format!("REDIS_URL: {e}"))?;
-    let store = store.with_prefix("payments:idem:");
+    let store = redis_settings(store.with_prefix("payments:idem:"))?;
+    let ledger = RedisLedger::connect(url, &store, "payments:balance:")
+        .await
+        .map_err(|e| format!("REDIS_URL: cannot open the ledger: {:?}", e.kind()))?;
+    Ok((Engine::new(store), Arc::new(ledger)))
+}
+
+/// Records and balances on the primary that the Sentinels at `sentinels`
+/// (comma-separated `redis://host:port`) name for `service`, followed
+/// through failovers by the store and the ledger alike.
+pub async fn redis_sentinel(
+    sentinels: &str,
+    service: &str,
+) -> Result<(Engine, Arc<dyn Ledger>), String> {
+    let store = RedisStore::connect_sentinel(sentinels.split(',').map(str::trim), service)
+        .await
+        .map_err(|e| format!("REDIS_SENTINELS: {e}"))?;
+    let store = redis_settings(store.with_prefix("payments:idem:"))?;
+    let ledger = RedisLedger::on_store(&store, "payments:balance:");
+    Ok((Engine::new(store), Arc::new(ledger)))
+}
+
+/// The store's settings from the environment: `REDIS_REPLICAS` (the
+/// durable mode: acknowledgements each change needs, default none) and
+/// `REDIS_REPLICATION_TIMEOUT_MS` (default 100), `REDIS_REPLAY_CACHE_MB`.
+fn redis_settings(store: RedisStore) -> Result<RedisStore, String> {
+    let store = match std::env::var("REDIS_REPLICAS") {
+        Err(_) => store,
+        Ok(n) => {
+            let replicas: u32 = n
+                .parse()
+                .map_err(|e| format!("REDIS_REPLICAS must be a whole number: {e}"))?;
+            let timeout = millis("REDIS_REPLICATION_TIMEOUT_MS", Duration::from_millis(100))?;
+            store.with_replication(replicas, timeout)
+        }
+    };
     // REDIS_REPLAY_CACHE_MB: answer retries of completed payments from this
     // process (see `RedisStore::with_replay_cache`), each kept at most
     // REDIS_REPLAY_CACHE_MAX_AGE_MS (default 5000).
@@ -43,10 +78,7 @@ pub async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
             store.with_replay_cache(mb << 20, max_age)
         }
     };
-    let ledger = RedisLedger::connect(url, &store, "payments:balance:")
-        .await
-        .map_err(|e| format!("REDIS_URL: cannot open the ledger: {:?}", e.kind()))?;
-    Ok((Engine::new(store), Arc::new(ledger)))
+    Ok(store)
 }
 
 /// Records and balances in PostgreSQL at `url` (schema `PG_SCHEMA`,
@@ -93,9 +125,19 @@ pub async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
     Ok((Engine::new(store), Arc::new(ledger)))
 }
 
-/// The store and ledger the environment names: `REDIS_URL`, `DATABASE_URL`,
-/// or neither (both in memory); returns the store's name with them.
+/// The store and ledger the environment names: `REDIS_URL`,
+/// `REDIS_SENTINELS` (with `REDIS_SERVICE`, default `mymaster`),
+/// `DATABASE_URL`, or none (both in memory); returns the store's name with
+/// them.
 pub async fn from_env() -> Result<(&'static str, Engine, Arc<dyn Ledger>), String> {
+    if let Ok(sentinels) = std::env::var("REDIS_SENTINELS") {
+        if std::env::var("REDIS_URL").is_ok() || std::env::var("DATABASE_URL").is_ok() {
+            return Err("set one of REDIS_SENTINELS, REDIS_URL and DATABASE_URL".into());
+        }
+        let service = std::env::var("REDIS_SERVICE").unwrap_or_else(|_| "mymaster".into());
+        let (engine, ledger) = redis_sentinel(&sentinels, &service).await?;
+        return Ok(("redis (Sentinel)", engine, ledger));
+    }
     let (name, (engine, ledger)) = match (std::env::var("REDIS_URL"), std::env::var("DATABASE_URL"))
     {
         (Ok(_), Ok(_)) => return Err("set REDIS_URL or DATABASE_URL, not both".into()),

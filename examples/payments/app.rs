@@ -271,7 +271,9 @@ fn checked_debit(balance: u64, amount: u64) -> Result<u64, LedgerError> {
 #[derive(Clone)]
 pub struct RedisLedger {
     store: RedisStore,
-    connection: redis::aio::ConnectionManager,
+    /// A connection of its own to the store's server, or none: the store's
+    /// connection, which follows the primary behind Sentinel.
+    connection: Option<redis::aio::ConnectionManager>,
     prefix: String,
     debit: Arc<redis::Script>,
     debit_once: Arc<redis::Script>,
@@ -314,12 +316,53 @@ impl RedisLedger {
         let client = redis::Client::open(url)?;
         let connection = redis::aio::ConnectionManager::new(client).await?;
         Ok(Self {
+            connection: Some(connection),
+            ..Self::on_store(store, prefix)
+        })
+    }
+
+    /// Balances under `prefix` on the server of `store`, read and written
+    /// through the store's own connection ([`RedisStore::query`]): behind
+    /// Sentinel the ledger follows the primary through a failover as the
+    /// store does.
+    pub fn on_store(store: &RedisStore, prefix: &str) -> Self {
+        Self {
             store: store.clone(),
-            connection,
+            connection: None,
             prefix: prefix.to_owned(),
             debit: Arc::new(redis::Script::new(REDIS_DEBIT)),
             debit_once: Arc::new(redis::Script::new(REDIS_DEBIT_ONCE)),
-        })
+        }
+    }
+
+    /// Runs `script` on `keys` and `args`, on the ledger's connection or
+    /// the store's.
+    async fn run_script<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        source: &str,
+        keys: &[String],
+        args: &[u64],
+    ) -> Result<T, LedgerError> {
+        if let Some(connection) = &self.connection {
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(key);
+            }
+            for arg in args {
+                invocation.arg(arg);
+            }
+            return invocation
+                .invoke_async(&mut connection.clone())
+                .await
+                .map_err(|e| unavailable(&e));
+        }
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(source).arg(keys.len()).arg(keys).arg(args);
+        self.store
+            .query(&eval)
+            .await
+            .map_err(|e| LedgerError::Unavailable(format!("redis: {e}")))
     }
 
     /// An account's balance, hash-tagged by the account so that the keys of
@@ -337,22 +380,19 @@ impl RedisLedger {
         debit: &idem_core::IdempotencyKey,
         ttl: Duration,
     ) -> Result<u64, LedgerError> {
-        let mut c = self.connection.clone();
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let keys = [
+            self.key(account),
+            format!("{}{{{account}}}:debit:{}", self.prefix, debit.as_str()),
+        ];
         let (done, balance): (u8, u64) = self
-            .debit_once
-            .key(self.key(account))
-            .key(format!(
-                "{}{{{account}}}:debit:{}",
-                self.prefix,
-                debit.as_str()
-            ))
-            .arg(amount)
-            .arg(OPENING_BALANCE)
-            .arg(ttl_ms)
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| unavailable(&e))?;
+            .run_script(
+                &self.debit_once,
+                REDIS_DEBIT_ONCE,
+                &keys,
+                &[amount, OPENING_BALANCE, ttl_ms],
+            )
+            .await?;
         if done == 1 {
             Ok(balance)
         } else {
@@ -379,23 +419,26 @@ fn parse_balance(read: Option<&[u8]>) -> Result<u64, LedgerError> {
 #[idem_core::async_trait]
 impl Ledger for RedisLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
-        let mut c = self.connection.clone();
-        let found: Option<u64> = redis::AsyncCommands::get(&mut c, self.key(account))
-            .await
-            .map_err(|e| unavailable(&e))?;
+        let found: Option<u64> = if let Some(connection) = &self.connection {
+            redis::AsyncCommands::get(&mut connection.clone(), self.key(account))
+                .await
+                .map_err(|e| unavailable(&e))?
+        } else {
+            let mut get = redis::cmd("GET");
+            get.arg(self.key(account));
+            self.store
+                .query(&get)
+                .await
+                .map_err(|e| LedgerError::Unavailable(format!("redis: {e}")))?
+        };
         Ok(found.unwrap_or(OPENING_BALANCE))
     }
 
     async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {
-        let mut c = self.connection.clone();
+        let keys = [self.key(account)];
         let (done, balance): (u8, u64) = self
-            .debit
-            .key(self.key(account))
-            .arg(amount)
-            .arg(OPENING_BALANCE)
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| unavailable(&e))?;
+            .run_script(&self.debit, REDIS_DEBIT, &keys, &[amount, OPENING_BALANCE])
+            .await?;
         if done == 1 {
             Ok(balance)
         } else {

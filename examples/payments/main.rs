@@ -4,6 +4,8 @@
 //! cargo run --example payments            # in-memory store on 127.0.0.1:3000
 //! ADDR=127.0.0.1:8080 DEBIT_DELAY_MS=2000 cargo run --example payments
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example payments
+//! REDIS_SENTINELS=redis://127.0.0.1:26401,redis://127.0.0.1:26402,redis://127.0.0.1:26403 \
+//!   REDIS_SERVICE=idem-shared REDIS_REPLICAS=1 cargo run --example payments
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example payments
 //! ```
 //!
@@ -15,6 +17,12 @@
 //!   (`idem_axum::admin_router`: `GET`/`DELETE /records?scope=<account>&key=<key>`),
 //!   unauthenticated, so keep it on an internal address;
 //! - `REDIS_URL`: records and balances in Redis;
+//! - `REDIS_SENTINELS` (comma-separated) and `REDIS_SERVICE` (default
+//!   `mymaster`): the same on the primary the Sentinels name, followed
+//!   through failovers by the store and the ledger;
+//! - `REDIS_REPLICAS` and `REDIS_REPLICATION_TIMEOUT_MS` (default 100): the
+//!   durable mode (`RedisStore::with_replication`): no claim or answer is
+//!   acted on before that many replicas have it;
 //! - `DATABASE_URL`: records and balances in PostgreSQL (schema `PG_SCHEMA`,
 //!   default `payments`), each debit committed with its record; through
 //!   PgBouncer in transaction mode, add `DATABASE_POOLER=transaction` and,

@@ -60,6 +60,7 @@ use redis::{Script, Value};
 mod connector;
 mod eviction;
 mod operations;
+mod query;
 mod record;
 mod replay_cache;
 mod replication;
