@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::ports::wait_until;
 use crate::replication_proxy::ReplicationProxy;
 use crate::sentinel::ask;
+use crate::Server;
 
 /// One primary: its own port, its proxy, its process.
 struct Primary {
@@ -23,6 +24,7 @@ struct Primary {
 /// The cluster.
 pub struct PrivateCluster {
     dir: PathBuf,
+    server: Server,
     primaries: Vec<Primary>,
     /// The replicas, with their ports.
     replicas: Vec<(u16, Child)>,
@@ -38,10 +40,10 @@ fn free_port() -> u16 {
     }
 }
 
-fn node(dir: &std::path::Path, port: u16) -> Child {
+fn node(dir: &std::path::Path, port: u16, server: Server) -> Child {
     let data = dir.join(port.to_string());
     std::fs::create_dir_all(&data).expect("node dir");
-    Command::new("redis-server")
+    Command::new(server.binary())
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
         .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
@@ -52,20 +54,26 @@ fn node(dir: &std::path::Path, port: u16) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("redis-server on PATH")
+        .unwrap_or_else(|e| panic!("{} on PATH: {e}", server.binary()))
 }
 
 impl PrivateCluster {
-    /// Starts the six nodes, makes the cluster, and moves each primary
-    /// behind its proxy (clients and replicas then connect through it).
+    /// Starts the six nodes on Redis, makes the cluster, and moves each
+    /// primary behind its proxy (clients and replicas then connect through
+    /// it).
     pub fn start() -> Self {
+        Self::start_on(Server::Redis)
+    }
+
+    /// The same cluster on `server`.
+    pub fn start_on(server: Server) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "idem-cluster-{}-{}",
             std::process::id(),
             free_port()
         ));
         let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
-        let mut children: Vec<Child> = ports.iter().map(|p| node(&dir, *p)).collect();
+        let mut children: Vec<Child> = ports.iter().map(|p| node(&dir, *p, server)).collect();
         for port in &ports {
             wait_until("redis cluster node up", Duration::from_secs(10), || {
                 ask(*port, "PING").is_some_and(|r| r.starts_with("+PONG"))
@@ -107,6 +115,7 @@ impl PrivateCluster {
         }
         let cluster = Self {
             dir,
+            server,
             primaries,
             replicas,
         };
@@ -166,7 +175,7 @@ impl PrivateCluster {
     /// its shard has a replica again. Waits until it replicates.
     pub fn restart_as_replica(&mut self, i: usize) {
         let port = self.primaries[i].port;
-        self.primaries[i].child = Some(node(&self.dir, port));
+        self.primaries[i].child = Some(node(&self.dir, port, self.server));
         wait_until(
             "the old primary replicating its successor",
             Duration::from_secs(30),

@@ -297,8 +297,8 @@ async fn a_claim_after_a_failover_gets_a_greater_token_replicated_or_not() {
 /// replication of every shard held back, twenty operations, one primary
 /// killed, its replica promoted by the cluster, every key retried. Returns
 /// the tally and how many of the twenty lived on the killed primary.
-async fn cluster_failover_story(durable: bool) -> (Tally, usize) {
-    let mut cluster = PrivateCluster::start();
+async fn cluster_failover_story(durable: bool, server: Server) -> (Tally, usize) {
+    let mut cluster = PrivateCluster::start_on(server);
     let mut stores = Vec::new();
     for _ in 0..2 {
         let store = RedisStore::connect_cluster(cluster.node_urls())
@@ -341,15 +341,17 @@ async fn cluster_failover_story(durable: bool) -> (Tally, usize) {
     (load.tally(), on_doomed)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_a_cluster_with_replication_a_shard_failover_doubles_nothing_and_loses_nothing() {
-    let (tally, _) = cluster_failover_story(true).await;
+async fn on_a_cluster_with_replication_a_shard_failover_doubles_nothing_and_loses_nothing(
+    server: Server,
+) {
+    let (tally, _) = cluster_failover_story(true, server).await;
     assert_eq!((tally.doubled, tally.lost), (0, 0), "{tally:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_a_cluster_without_replication_the_killed_shard_s_acknowledged_operations_run_again() {
-    let (tally, on_doomed) = cluster_failover_story(false).await;
+async fn on_a_cluster_without_replication_the_killed_shard_s_acknowledged_operations_run_again(
+    server: Server,
+) {
+    let (tally, on_doomed) = cluster_failover_story(false, server).await;
     assert!(
         on_doomed > 0,
         "some of the twenty lived on the killed primary"
@@ -360,3 +362,8 @@ async fn on_a_cluster_without_replication_the_killed_shard_s_acknowledged_operat
         "every operation the killed primary alone had acknowledged ran again: {tally:?}"
     );
 }
+
+idem_tests::on_redis_and_valkey!(
+    on_a_cluster_with_replication_a_shard_failover_doubles_nothing_and_loses_nothing,
+    on_a_cluster_without_replication_the_killed_shard_s_acknowledged_operations_run_again
+);

@@ -9,7 +9,7 @@ use idem_core::{
     encode_result, Call, CommitError, Engine, Never, Policy, Ran, Store, StoreErrorKind,
 };
 use idem_redis::RedisStore;
-use idem_tests::{redis_cluster_nodes, unique_prefix, Server};
+use idem_tests::{redis_cluster_nodes, unique_prefix, valkey_cluster_nodes, Server};
 
 async fn store(url: &str) -> (RedisStore, String) {
     let prefix = unique_prefix("redis-tx");
@@ -141,10 +141,19 @@ idem_tests::on_redis_and_valkey!(
     a_holder_whose_lease_ran_out_writes_nothing
 );
 
-#[tokio::test]
-async fn on_a_cluster_keys_outside_the_record_slot_are_refused_and_tagged_keys_commit() {
+/// The shared cluster of `server` (`scripts/services.sh`).
+fn cluster_nodes(server: Server) -> Vec<String> {
+    match server {
+        Server::Redis => redis_cluster_nodes(),
+        Server::Valkey => valkey_cluster_nodes(),
+    }
+}
+
+async fn on_a_cluster_keys_outside_the_record_slot_are_refused_and_tagged_keys_commit(
+    server: Server,
+) {
     let prefix = unique_prefix("redis-tx-cluster");
-    let store = RedisStore::connect_cluster(redis_cluster_nodes())
+    let store = RedisStore::connect_cluster(cluster_nodes(server))
         .await
         .expect("redis cluster")
         .with_prefix(&format!("{prefix}idem:"));
@@ -197,7 +206,7 @@ async fn on_a_cluster_keys_outside_the_record_slot_are_refused_and_tagged_keys_c
     let Ran::Executed(key) = tagged else {
         panic!("{tagged:?}")
     };
-    let cluster = redis::cluster::ClusterClient::new(redis_cluster_nodes()).expect("cluster");
+    let cluster = redis::cluster::ClusterClient::new(cluster_nodes(server)).expect("cluster");
     let mut con = cluster.get_async_connection().await.expect("connection");
     let value: Option<String> = redis::AsyncCommands::get(&mut con, &key)
         .await
@@ -205,3 +214,7 @@ async fn on_a_cluster_keys_outside_the_record_slot_are_refused_and_tagged_keys_c
     assert_eq!(value.as_deref(), Some("1"));
     let _ = store.remove(c.record_id(), true).await;
 }
+
+idem_tests::on_redis_and_valkey!(
+    on_a_cluster_keys_outside_the_record_slot_are_refused_and_tagged_keys_commit
+);
