@@ -35,15 +35,10 @@ impl FromRequest for HeaderKey {
     type Future = std::future::Ready<Result<Self, actix_web::Error>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let key = key_from_values(
-            req.headers()
-                .get_all(IDEMPOTENCY_KEY)
-                .map(actix_web::http::header::HeaderValue::as_bytes),
-        );
-        std::future::ready(match key {
+        std::future::ready(match header_key(req) {
             Ok(Some(key)) => Ok(Self(key)),
             Ok(None) => Err(refused(&Problem::key_missing())),
-            Err(e) => Err(refused(&Problem::key_malformed(&e))),
+            Err(refusal) => Err(refusal),
         })
     }
 }
@@ -53,6 +48,17 @@ impl HeaderKey {
     pub fn into_key(self) -> Result<IdempotencyKey, Problem> {
         Ok(self.0)
     }
+}
+
+/// The request's `Idempotency-Key`, if it sent one; a malformed one is
+/// refused (400).
+pub(crate) fn header_key(req: &HttpRequest) -> Result<Option<IdempotencyKey>, actix_web::Error> {
+    key_from_values(
+        req.headers()
+            .get_all(IDEMPOTENCY_KEY)
+            .map(actix_web::http::header::HeaderValue::as_bytes),
+    )
+    .map_err(|e| refused(&Problem::key_malformed(&e)))
 }
 
 pub(crate) fn refused(problem: &Problem) -> actix_web::Error {

@@ -6,9 +6,9 @@ use actix_web::dev::Payload;
 use actix_web::http::header::HeaderValue;
 use actix_web::{FromRequest, HttpRequest};
 use idem_core::{IdempotencyKey, Scope};
-use idem_http::{key_from_values, Problem, IDEMPOTENCY_KEY};
+use idem_http::Problem;
 
-use crate::handler::refused;
+use crate::handler::header_key;
 
 /// The `Idempotency-Key` header of a handler with `key_required = false`:
 /// a request without one runs without idempotency; a malformed one is
@@ -21,15 +21,7 @@ impl FromRequest for OptionalHeaderKey {
     type Future = std::future::Ready<Result<Self, actix_web::Error>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let key = key_from_values(
-            req.headers()
-                .get_all(IDEMPOTENCY_KEY)
-                .map(HeaderValue::as_bytes),
-        );
-        std::future::ready(match key {
-            Ok(key) => Ok(Self(key)),
-            Err(e) => Err(refused(&Problem::key_malformed(&e))),
-        })
+        std::future::ready(header_key(req).map(Self))
     }
 }
 

@@ -341,7 +341,8 @@ impl RedisStore {
         let call = async {
             let mut connection = self.connection.clone();
             let generation = connection.generation();
-            let Some(r) = replication else {
+            // On a cluster a change takes its WAIT along, to its slot's node.
+            let Some(r) = replication.filter(|_| self.is_cluster()) else {
                 let value = match connection.query(eval).await {
                     Err(e) if is_no_script(&e) => {
                         connection.load(script).await?;
@@ -349,28 +350,20 @@ impl RedisStore {
                     }
                     result => result,
                 }?;
-                return Ok((value, Ok(())));
-            };
-            if !self.is_cluster() {
-                // Group commit: the change alone, then the next round's WAIT.
-                let value = match connection.query(eval).await {
-                    Err(e) if is_no_script(&e) => {
-                        connection.load(script).await?;
-                        connection.query(eval).await
-                    }
-                    result => result,
-                }?;
-                let covered = match self.wakes.as_deref() {
-                    Some(wakes) => {
+                // The durable mode elsewhere: the next round's WAIT (group
+                // commit, replication.rs).
+                let covered = match (replication, self.wakes.as_deref()) {
+                    (None, _) => Ok(()),
+                    (Some(r), Some(wakes)) => {
                         r.covered(what, wakes.server(), &self.mark, generation)
                             .await
                     }
-                    None => Err(StoreError::unavailable_because(
+                    (Some(_), None) => Err(StoreError::unavailable_because(
                         "the durable mode has no server to wait on",
                     )),
                 };
                 return Ok((value, covered));
-            }
+            };
             let mut pipe = redis::pipe();
             pipe.add_command(eval.clone()).add_command(r.wait_command());
             let slot = slot::slot(eval_key(eval));
