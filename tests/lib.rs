@@ -6,7 +6,7 @@
 //! Redis (`redis`), Sentinel (`sentinel`), Cluster (`cluster`) and
 //! replication proxy (`replication_proxy`) topologies on Redis or Valkey
 //! (`server`), PostgreSQL
-//! (`postgres`) and PgBouncer (`pgbouncer`), and free ports and waiting for
+//! (`postgres`) and PgBouncer (`pgbouncer`), MariaDB (`mysql`), and free ports and waiting for
 //! servers (`ports`), and consumer processes of the order examples
 //! (`worker`).
 
@@ -19,6 +19,7 @@ pub mod fault_proxy;
 #[cfg(doctest)]
 pub mod guide;
 mod hang_up;
+mod mysql;
 mod pgbouncer;
 mod ports;
 mod postgres;
@@ -34,6 +35,7 @@ pub use alive_tasks::{alive_tasks, alive_tasks_after};
 pub use claims::{call, claim};
 pub use fake_stores::{DownStore, RenewalsFail, SlowBegin};
 pub use hang_up::{debit_request, send_and_hang_up, HangUp};
+pub use mysql::{mysql_pool, mysql_store, mysql_store_on, mysql_url, unique_table};
 pub use pgbouncer::{
     pgbouncer_store, pgbouncer_url, pool_through, store_through, PrivatePgBouncer,
 };

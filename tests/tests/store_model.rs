@@ -24,7 +24,7 @@ use idem_core::{
     Begin, Fingerprint, IdempotencyKey, Lease, Outcome, RecordId, Removal, Scope, Store,
 };
 use idem_redis::RedisStore;
-use idem_tests::{pg_store, redis_cluster_nodes, redis_url, unique_prefix};
+use idem_tests::{mysql_store, pg_store, redis_cluster_nodes, redis_url, unique_prefix};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -403,4 +403,9 @@ fn redis_cluster_answers_as_the_transition_table_does() {
 #[test]
 fn postgres_answers_as_the_transition_table_does() {
     check(pg_store, 32);
+}
+
+#[test]
+fn mariadb_answers_as_the_transition_table_does() {
+    check(mysql_store, 32);
 }

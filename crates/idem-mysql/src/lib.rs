@@ -1,0 +1,380 @@
+//! # idem-mysql
+//!
+//! A [`Store`] for idem on MariaDB and MySQL (InnoDB): records that survive a
+//! cache flush, and exactly-once effects, because a record can complete **in
+//! the same transaction as the business writes**
+//! ([`MySqlStore::begin_transaction`] and
+//! [`Claim::commit`](idem_core::Claim::commit)): either both commit or
+//! neither does, and a holder that lost its claim commits nothing.
+//!
+//! - `begin` is one atomic statement, `INSERT ... ON DUPLICATE KEY UPDATE`,
+//!   that claims a new or no-longer-live record and leaves a live one as it
+//!   is, sent in one round trip with the read that tells the caller what it
+//!   found. Not `SELECT ... FOR UPDATE` then `INSERT`: under REPEATABLE READ
+//!   two first requests for one new key both take the gap's lock (gap locks
+//!   do not conflict), then both insert, and the server kills one as a
+//!   deadlock.
+//! - `complete`, `release` and `renew` are one `UPDATE` each, matching the
+//!   fencing token; a holder whose lease ran out or was taken over changes
+//!   nothing and gets `LeaseLost`.
+//! - Time is the server's clock (`UTC_TIMESTAMP(6)`, microseconds), never
+//!   the application's; keys are stored as their SHA-256 (the
+//!   [`RecordId`]), never as sent.
+//! - The schema ships with the crate ([`MySqlStore::migrate`], safe to run
+//!   twice and concurrently; or take [`MySqlStore::migration_sql`] into your
+//!   own migration tool).
+//! - Expired records are purged in bounded batches
+//!   ([`MySqlStore::purge_expired`]), optionally by a background task
+//!   ([`MySqlStore::spawn_purger`]).
+//! - MySQL has no `LISTEN`: a duplicate that waits polls, with pauses from
+//!   5 ms growing to 250 ms, and is woken at once when the completion
+//!   happens in its own process.
+//!
+//! Tested on MariaDB 10.11. The SQL is the common ground of MariaDB 10.5+
+//! and MySQL 8.0: no `RETURNING`, no `VALUES()` in the upsert (deprecated in
+//! MySQL 8.0.20), no row alias (absent from MariaDB), no user variables.
+//!
+//! ```no_run
+//! use idem_core::{encode_result, Call, Engine, Failure, Fingerprint, IdempotencyKey};
+//! use idem_mysql::MySqlStore;
+//!
+//! #[derive(Debug, serde::Serialize, serde::Deserialize)]
+//! struct DatabaseDown;
+//! impl Failure for DatabaseDown {
+//!     fn is_final(&self) -> bool { false } // released: a retry runs again
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = sqlx::mysql::MySqlPoolOptions::new()
+//!     .connect("mysql://app@db/payments")
+//!     .await?;
+//! let store = MySqlStore::new(pool.clone());
+//! store.migrate().await?;
+//! let engine = Engine::new(store.clone());
+//!
+//! let call = Call::new("account-7", IdempotencyKey::parse("k-1")?, Fingerprint::of("debit", &1000)?);
+//! let receipt = engine
+//!     .run(&call, |claim| async move {
+//!         let mut tx = store.begin_transaction().await.map_err(|_| DatabaseDown)?;
+//!         sqlx::query("UPDATE accounts SET balance = balance - 1000 WHERE id = 7")
+//!             .execute(&mut *tx)
+//!             .await
+//!             .map_err(|_| DatabaseDown)?;
+//!         let receipt = String::from("debited 1000");
+//!         // The record completes with the debit, or not at all; a holder
+//!         // that lost its claim is rolled back.
+//!         let outcome = encode_result(&Ok::<_, DatabaseDown>(&receipt)).map_err(|_| DatabaseDown)?;
+//!         claim.commit(tx, &outcome).await.map_err(|_| DatabaseDown)?;
+//!         Ok::<_, DatabaseDown>(receipt)
+//!     })
+//!     .await;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::waiters::{Look, Waiters};
+use idem_core::{
+    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
+    StoreError, StoreFuture,
+};
+use sqlx::mysql::MySqlPool;
+use sqlx::{AssertSqlSafe, MySqlConnection};
+
+mod calls;
+mod db_error;
+mod sql;
+mod transaction;
+
+pub use sql::InvalidName;
+use sql::{check_name, Sql};
+pub use transaction::MySqlTransaction;
+
+/// A [`Store`] on MariaDB or MySQL. Cheap to clone: clones share the pool.
+#[derive(Clone)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+    database: Option<Arc<str>>,
+    table: Arc<str>,
+    sql: Arc<Sql>,
+    /// This process's waiting duplicates, woken by its own completions.
+    waiters: Arc<Waiters<RecordId>>,
+}
+
+impl fmt::Debug for MySqlStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MySqlStore")
+            .field("database", &self.database)
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default table.
+pub const DEFAULT_TABLE: &str = "idem_records";
+
+impl MySqlStore {
+    /// A store on `pool`, in the table `idem_records` of the pool's database.
+    pub fn new(pool: MySqlPool) -> Self {
+        Self {
+            pool,
+            database: None,
+            table: DEFAULT_TABLE.into(),
+            sql: Arc::new(Sql::new(None, DEFAULT_TABLE)),
+            waiters: new_waiters(),
+        }
+    }
+
+    /// Uses a table in `database` rather than the pool's (1 to 64 of
+    /// `a-z`, `0-9`, `_`).
+    pub fn with_database(mut self, database: &str) -> Result<Self, InvalidName> {
+        check_name(database)?;
+        self.database = Some(database.into());
+        self.sql = Arc::new(Sql::new(self.database.as_deref(), &self.table));
+        self.waiters = new_waiters();
+        Ok(self)
+    }
+
+    /// Uses another table name (1 to 64 of `a-z`, `0-9`, `_`).
+    pub fn with_table(mut self, table: &str) -> Result<Self, InvalidName> {
+        check_name(table)?;
+        self.table = table.into();
+        self.sql = Arc::new(Sql::new(self.database.as_deref(), &self.table));
+        self.waiters = new_waiters();
+        Ok(self)
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// The database, if set with [`with_database`](Self::with_database).
+    pub fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Opens a transaction on the store's pool, safely under cancellation,
+    /// for the operation's writes and its record ([`MySqlTransaction`]).
+    ///
+    /// The transaction is opened in a spawned task: an HTTP handler is
+    /// dropped when its client disconnects, and a `BEGIN` abandoned half
+    /// way could otherwise hand its connection back to the pool inside a
+    /// transaction nobody tracks. If the caller goes away, the task
+    /// finishes `BEGIN` and the dropped transaction rolls back.
+    pub async fn begin_transaction(&self) -> Result<MySqlTransaction, sqlx::Error> {
+        let pool = self.pool.clone();
+        match tokio::spawn(async move { pool.begin().await }).await {
+            Ok(result) => result.map(|tx| {
+                MySqlTransaction::new(Arc::clone(&self.sql), tx, Arc::clone(&self.waiters))
+            }),
+            Err(e) => Err(sqlx::Error::Io(std::io::Error::other(format!(
+                "the task opening the transaction failed: {e}"
+            )))),
+        }
+    }
+
+    /// The migration's statement, for your own migration tool.
+    pub fn migration_sql(&self) -> String {
+        format!("{};\n", self.sql.migration)
+    }
+
+    /// Creates the table and its index if they do not exist, then checks
+    /// that the table has every column the store reads (a table of the
+    /// same name made by something else fails here, not on the first
+    /// request). Safe to run twice, and from several instances at once.
+    pub async fn migrate(&self) -> Result<(), sqlx::Error> {
+        sqlx::raw_sql(AssertSqlSafe(self.sql.migration.clone()))
+            .execute(&self.pool)
+            .await?;
+        let table = match &self.database {
+            Some(database) => format!("`{database}`.`{}`", self.table),
+            None => format!("`{}`", self.table),
+        };
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SELECT id, fingerprint, token, claimant, completed, deadline, outcome \
+             FROM {table} LIMIT 0"
+        )))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes up to `limit` expired records, oldest first; returns how many.
+    pub async fn purge_expired(&self, limit: u32) -> Result<u64, StoreError> {
+        calls::purge(&self.pool, &self.sql, limit).await
+    }
+
+    /// Purges expired records every `every`, `batch` at a time, until the
+    /// returned handle is aborted or dropped with the runtime.
+    pub fn spawn_purger(&self, every: Duration, batch: u32) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                // Drain in batches, so that one pass never holds many locks.
+                loop {
+                    match store.purge_expired(batch).await {
+                        Ok(n) if n == u64::from(batch) => {}
+                        Ok(n) => {
+                            if n > 0 {
+                                tracing::debug!(target: "idem", purged = n, "mysql purged expired records");
+                            }
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::warn!(target: "idem", error = %e, "mysql purge failed");
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// Completes the record `id` for a lease taken with [`Store::begin`]
+    /// directly, rather than through the engine, inside the caller's
+    /// transaction: the record is completed if and only if it commits. Fails
+    /// with `LeaseLost` if the lease is no longer the live claim (roll back
+    /// then). Through the engine, use [`Claim::commit`](idem_core::Claim::commit).
+    pub async fn complete_in_transaction_with_lease(
+        &self,
+        tx: &mut MySqlConnection,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        calls::complete(tx, &self.sql, id, lease, outcome, ttl).await
+    }
+
+    /// [`Store::complete`], on a connection of the pool.
+    async fn complete_on_pool(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| db_error::db_error("complete", e))?;
+        calls::complete(&mut conn, &self.sql, id, lease, outcome, ttl).await?;
+        self.wake(id);
+        Ok(())
+    }
+
+    /// Wakes this process's duplicates waiting on `id`.
+    fn wake(&self, id: &RecordId) {
+        if let Some(slot) = self.waiters.take(id) {
+            slot.wake(None);
+        }
+    }
+}
+
+fn new_waiters() -> Arc<Waiters<RecordId>> {
+    let waiters = Arc::new(Waiters::default());
+    // Woken from this process only: always "up"; others' changes are
+    // polled for (`wakes` is false).
+    waiters.up();
+    waiters
+}
+
+#[async_trait]
+impl Store for MySqlStore {
+    async fn begin(
+        &self,
+        id: &RecordId,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Begin, StoreError> {
+        calls::begin(&self.pool, &self.sql, id, fingerprint, lease).await
+    }
+
+    // The engine's forms box their work once, not twice.
+    fn begin_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> StoreFuture<Begin> {
+        StoreFuture::boxed(async move {
+            calls::begin(&self.pool, &self.sql, &id, &fingerprint, lease).await
+        })
+    }
+
+    async fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.complete_on_pool(id, lease, outcome, ttl).await
+    }
+
+    fn complete_owned(
+        self: Arc<Self>,
+        id: RecordId,
+        lease: Lease,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> StoreFuture<()> {
+        StoreFuture::boxed(async move { self.complete_on_pool(&id, &lease, &outcome, ttl).await })
+    }
+
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+        calls::fenced(&self.pool, "release", &self.sql.release, id, lease, None).await?;
+        self.wake(id);
+        Ok(())
+    }
+
+    async fn renew(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        duration: Duration,
+    ) -> Result<Lease, StoreError> {
+        calls::fenced(&self.pool, "renew", &self.sql.renew, id, lease, Some(duration)).await?;
+        Ok(Lease {
+            token: lease.token,
+            duration,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "mysql"
+    }
+
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        calls::inspect(&self.pool, &self.sql, id).await
+    }
+
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        let removal = calls::remove(&self.pool, &self.sql, id, force).await?;
+        if removal == Removal::Removed {
+            self.wake(id);
+        }
+        Ok(removal)
+    }
+
+    // Not woken by changes made elsewhere: the engine polls with growing
+    // pauses, and each pause ends early when this process changes the record.
+    fn wakes(&self) -> bool {
+        false
+    }
+
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
+        self.waiters.wait(*id, within, async { Look::InFlight }).await
+    }
+}

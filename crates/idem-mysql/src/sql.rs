@@ -1,0 +1,207 @@
+//! The store's statements, rendered once for a database and table, and the
+//! names they may use.
+//!
+//! The clock is the server's: `UTC_TIMESTAMP(6)`, which, like `NOW(6)`, is
+//! the time the statement started, the same wherever a statement names it,
+//! but unlike `NOW(6)` does not depend on the session's `time_zone` (two
+//! instances whose pools set different zones still agree on every deadline).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Why a database or table name was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a valid name: use 1 to 64 lowercase letters, digits and `_`, not starting with a digit")]
+pub struct InvalidName(String);
+
+pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit();
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidName(name.to_owned()))
+    }
+}
+
+/// The server's clock in microseconds since the Unix epoch.
+const NOW_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+
+/// The statements, rendered once for the configured database and table.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    /// `` `database`.`table` `` or `` `table` ``.
+    table: String,
+    pub(crate) complete: Arc<str>,
+    pub(crate) completed_by: Arc<str>,
+    pub(crate) release: Arc<str>,
+    pub(crate) renew: Arc<str>,
+    pub(crate) inspect: Arc<str>,
+    pub(crate) remove: Arc<str>,
+    pub(crate) live: Arc<str>,
+    pub(crate) purge: Arc<str>,
+    pub(crate) migration: String,
+}
+
+impl Sql {
+    pub(crate) fn new(database: Option<&str>, table: &str) -> Self {
+        let t = match database {
+            Some(database) => format!("`{database}`.`{table}`"),
+            None => format!("`{table}`"),
+        };
+        Self {
+            // in flight, holder's token | complete -> Completed (one row);
+            // anything else changes nothing (see `completed_by`). Inside the
+            // caller's transaction the row stays locked until it commits, so
+            // a claim that would take it over waits for the commit.
+            complete: format!(
+                "UPDATE {t} SET completed = 1, \
+                   deadline = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, outcome = ? \
+                 WHERE id = ? AND token = ? AND completed = 0 AND deadline > UTC_TIMESTAMP(6)"
+            )
+            .into(),
+            // Only when `complete` changed nothing: was it completed by this
+            // very token already? completed by the holder's token | complete
+            // -> Completed (first outcome kept); if not, anything else |
+            // complete -> LeaseLost.
+            completed_by: format!(
+                "SELECT COUNT(*) FROM {t} \
+                 WHERE id = ? AND token = ? AND completed = 1 AND deadline > UTC_TIMESTAMP(6)"
+            )
+            .into(),
+            // in flight, holder's token | release -> Released (one row);
+            // anything else | release -> LeaseLost.
+            release: format!(
+                "UPDATE {t} SET deadline = UTC_TIMESTAMP(6) \
+                 WHERE id = ? AND token = ? AND completed = 0 AND deadline > UTC_TIMESTAMP(6)"
+            )
+            .into(),
+            // in flight, holder's token | renew -> Renewed (one row);
+            // anything else | renew -> LeaseLost.
+            renew: format!(
+                "UPDATE {t} SET deadline = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND \
+                 WHERE id = ? AND token = ? AND completed = 0 AND deadline > UTC_TIMESTAMP(6)"
+            )
+            .into(),
+            inspect: format!(
+                "SELECT fingerprint, token, completed, outcome, \
+                   GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline), 0) AS left_us \
+                 FROM {t} WHERE id = ? AND deadline > UTC_TIMESTAMP(6)"
+            )
+            .into(),
+            // Ended rather than deleted, as a release: the token stays, so
+            // the next claim's is greater. completed, or in flight with
+            // force | remove -> Removed (one row); if none, `live` tells
+            // in flight, no force | remove -> RemoveRefused from none |
+            // remove -> Absent.
+            remove: format!(
+                "UPDATE {t} SET completed = 0, outcome = NULL, deadline = UTC_TIMESTAMP(6) \
+                 WHERE id = ? AND deadline > UTC_TIMESTAMP(6) AND (completed = 1 OR ?)"
+            )
+            .into(),
+            live: format!("SELECT COUNT(*) FROM {t} WHERE id = ? AND deadline > UTC_TIMESTAMP(6)")
+                .into(),
+            // A record is dropped only once it is not live and the clock has
+            // passed its token, so later tokens drawn from the clock stay
+            // greater. Oldest first, by the deadline's index, a bounded batch.
+            purge: format!(
+                "DELETE FROM {t} WHERE deadline < UTC_TIMESTAMP(6) AND token < {NOW_US} \
+                 ORDER BY deadline LIMIT ?"
+            )
+            .into(),
+            migration: format!(
+                "CREATE TABLE IF NOT EXISTS {t} ( \
+                   id BINARY(32) NOT NULL, \
+                   fingerprint BINARY(32) NOT NULL, \
+                   token BIGINT NOT NULL, \
+                   claimant BIGINT NOT NULL, \
+                   completed BOOLEAN NOT NULL, \
+                   deadline DATETIME(6) NOT NULL, \
+                   outcome LONGBLOB NULL, \
+                   PRIMARY KEY (id), \
+                   KEY `{table}_deadline` (deadline) \
+                 ) ENGINE = InnoDB"
+            ),
+            table: t,
+        }
+    }
+
+    /// The claim, as one batch of two statements sent in one round trip:
+    /// an `INSERT ... ON DUPLICATE KEY UPDATE` that claims a new or
+    /// no-longer-live record in one atomic step (the duplicate's row is
+    /// locked exclusively while it is decided: no gap lock, no lock
+    /// upgrade, so concurrent first requests never deadlock), then a read
+    /// of the record. The claim writes `claimant`, a number drawn for this
+    /// call, so the read tells whether this call took it. Rows of
+    /// idem_core::machine's table:
+    /// - none, or not live | begin -> Acquired: inserted, or taken over
+    ///   with token max(previous + 1, now);
+    /// - live | begin -> InFlight, Replay or Mismatch: every column is
+    ///   assigned its own value, nothing changes; the read decides.
+    ///
+    /// MySQL assigns `ON DUPLICATE KEY UPDATE`'s columns left to right, each
+    /// seeing the ones before it: `deadline`, which the test reads, is last.
+    /// The values are the store's own (hex digests and integers), written as
+    /// literals: a batch cannot be a prepared statement.
+    pub(crate) fn begin(&self, id: &[u8], fingerprint: &[u8], claimant: i64, lease_us: i64) -> String {
+        let t = &self.table;
+        let mut id_hex = String::with_capacity(2 * id.len());
+        let mut fp_hex = String::with_capacity(2 * fingerprint.len());
+        for b in id {
+            let _ = write!(id_hex, "{b:02x}");
+        }
+        for b in fingerprint {
+            let _ = write!(fp_hex, "{b:02x}");
+        }
+        let dead = "deadline <= UTC_TIMESTAMP(6)";
+        format!(
+            "INSERT INTO {t} (id, fingerprint, token, claimant, completed, deadline, outcome) \
+             VALUES (X'{id_hex}', X'{fp_hex}', {NOW_US}, {claimant}, 0, \
+                     UTC_TIMESTAMP(6) + INTERVAL {lease_us} MICROSECOND, NULL) \
+             ON DUPLICATE KEY UPDATE \
+               fingerprint = IF({dead}, X'{fp_hex}', fingerprint), \
+               token = IF({dead}, GREATEST(token + 1, {NOW_US}), token), \
+               claimant = IF({dead}, {claimant}, claimant), \
+               completed = IF({dead}, 0, completed), \
+               outcome = IF({dead}, NULL, outcome), \
+               deadline = IF({dead}, UTC_TIMESTAMP(6) + INTERVAL {lease_us} MICROSECOND, deadline); \
+             SELECT claimant, token, completed, fingerprint = X'{fp_hex}' AS same, \
+               IF(completed = 1 AND fingerprint = X'{fp_hex}', outcome, NULL) AS outcome, \
+               GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline), 0) AS left_us, \
+               deadline > UTC_TIMESTAMP(6) AS live \
+             FROM {t} WHERE id = X'{id_hex}'"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("records").is_ok());
+        assert!(check_name("idem_t_1").is_ok());
+        for bad in ["", "1abc", "Records", "a-b", "a`b", &"a".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_claim_writes_only_hex_and_digits() {
+        let sql = Sql::new(Some("test"), "records");
+        let batch = sql.begin(&[0xab; 32], &[0x01; 32], -42, 5_000_000);
+        assert!(batch.contains(&format!("X'{}'", "ab".repeat(32))));
+        assert!(batch.contains("claimant = IF(deadline <= UTC_TIMESTAMP(6), -42, claimant)"));
+        assert!(batch.contains("INTERVAL 5000000 MICROSECOND"));
+        assert!(batch.starts_with("INSERT INTO `test`.`records`"));
+        // `deadline` is assigned last, after every column that tests it.
+        let update = batch.split("ON DUPLICATE KEY UPDATE").nth(1).unwrap_or("");
+        let last = update.split(';').next().unwrap_or("");
+        assert!(last.trim_end().rsplit(',').next().unwrap_or("").trim_start().starts_with("deadline ="));
+    }
+}
