@@ -12,6 +12,10 @@ pub mod provider;
 
 pub mod setup;
 
+/// The payments example's balances in MariaDB or MySQL.
+#[path = "payments/mysql_ledger.rs"]
+pub mod mysql_ledger;
+
 /// The order pipeline's handler, shared by the broker examples
 /// (`orders_rabbitmq`, `orders_nats`, `orders_redis_streams`).
 #[path = "orders/shipping.rs"]

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{Engine, MemoryStore};
+use idem_mysql::MySqlStore;
 use idem_postgres::PgStore;
 use idem_redis::RedisStore;
 
+use crate::mysql_ledger::MySqlLedger;
 use crate::payments::{Ledger, MemoryLedger, PgLedger, RedisLedger};
 
 /// A duration in milliseconds from the environment variable `var`, or
@@ -125,6 +127,38 @@ pub async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
     Ok((Engine::new(store), Arc::new(ledger)))
 }
 
+/// Records and balances in MariaDB or MySQL at `url` (tables
+/// `<MYSQL_TABLE_PREFIX>idem_records` and `<MYSQL_TABLE_PREFIX>accounts`,
+/// prefix default `payments_`), migrated.
+pub async fn mysql(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
+    let prefix = std::env::var("MYSQL_TABLE_PREFIX").unwrap_or_else(|_| "payments_".into());
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(url)
+        .await
+        .map_err(|e| format!("DATABASE_URL: cannot connect: {e}"))?;
+    let store = MySqlStore::new(pool)
+        .with_table(&format!("{prefix}idem_records"))
+        .map_err(|e| format!("MYSQL_TABLE_PREFIX: {e}"))?;
+    let accounts = format!("{prefix}accounts");
+    store
+        .clone()
+        .with_table(&accounts)
+        .map_err(|e| format!("MYSQL_TABLE_PREFIX: {e}"))?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| format!("migration failed: {e}"))?;
+    let ledger = MySqlLedger::new(store.clone(), &accounts);
+    ledger
+        .migrate()
+        .await
+        .map_err(|e| format!("ledger migration failed: {e}"))?;
+    store.spawn_purger(Duration::from_mins(1), 1000);
+    Ok((Engine::new(store), Arc::new(ledger)))
+}
+
 /// The store and ledger the environment names: `REDIS_URL`,
 /// `REDIS_SENTINELS` (with `REDIS_SERVICE`, default `mymaster`),
 /// `DATABASE_URL`, or none (both in memory); returns the store's name with
@@ -142,6 +176,10 @@ pub async fn from_env() -> Result<(&'static str, Engine, Arc<dyn Ledger>), Strin
     {
         (Ok(_), Ok(_)) => return Err("set REDIS_URL or DATABASE_URL, not both".into()),
         (Ok(url), Err(_)) => ("redis", redis(&url).await?),
+        (Err(_), Ok(url)) if url.starts_with("mysql:") || url.starts_with("mariadb:") => (
+            "mysql",
+            mysql(&url.replacen("mariadb:", "mysql:", 1)).await?,
+        ),
         (Err(_), Ok(url)) => ("postgres", postgres(&url).await?),
         (Err(_), Err(_)) => {
             let store = MemoryStore::new();

@@ -6,7 +6,7 @@
 //! Redis (`redis`), Sentinel (`sentinel`), Cluster (`cluster`) and
 //! replication proxy (`replication_proxy`) topologies on Redis or Valkey
 //! (`server`), PostgreSQL
-//! (`postgres`) and PgBouncer (`pgbouncer`), MariaDB (`mysql`), and free ports and waiting for
+//! (`postgres`) and PgBouncer (`pgbouncer`), MariaDB (`mysql`, and one of a test's own: `private_mariadb`), and free ports and waiting for
 //! servers (`ports`), and consumer processes of the order examples
 //! (`worker`).
 
@@ -23,6 +23,7 @@ mod mysql;
 mod pgbouncer;
 mod ports;
 mod postgres;
+mod private_mariadb;
 mod redis;
 pub mod replication_proxy;
 pub mod sentinel;
@@ -41,6 +42,7 @@ pub use pgbouncer::{
 };
 pub(crate) use postgres::drop_stale_schemas;
 pub use postgres::{database_url, pg_pool, pg_store, unique_schema, PgStatementCounter};
+pub use private_mariadb::PrivateMariaDb;
 pub use redis::{
     redis_cluster_nodes, redis_command_calls, redis_connection, redis_url, valkey_cluster_nodes,
     valkey_url, PrivateRedis,

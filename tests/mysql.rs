@@ -8,7 +8,8 @@ use crate::unique::unique_suffix;
 /// The MariaDB database the tests use (`IDEM_TEST_MYSQL_URL`, default the
 /// local `test` database as `root`).
 pub fn mysql_url() -> String {
-    std::env::var("IDEM_TEST_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
+    std::env::var("IDEM_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
 }
 
 /// A table name no other test, process or run uses: `idem_t_<unix secs>_<...>`.
@@ -59,9 +60,11 @@ async fn drop_stale_tables(pool: &sqlx::MySqlPool) {
         if secs.is_some_and(|s| s < cutoff)
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS `{name}`")))
-                .execute(pool)
-                .await;
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP TABLE IF EXISTS `{name}`"
+            )))
+            .execute(pool)
+            .await;
         }
     }
 }

@@ -19,6 +19,7 @@ use idem_axum::idempotent;
 use idem_core::{
     Claim, Engine, MemoryStore, MemoryTransaction, Outcome, StoreError, StoreTransaction,
 };
+use idem_mysql::MySqlTransaction;
 use idem_postgres::{PgStore, PgTransaction};
 use idem_redis::{RedisStore, RedisTransaction};
 
@@ -56,6 +57,8 @@ pub enum LedgerTx {
     Redis(RedisTransaction),
     /// Balances in PostgreSQL ([`PgLedger`]).
     Postgres(PgTransaction),
+    /// Balances in MariaDB or MySQL ([`MySqlLedger`](crate::mysql_ledger::MySqlLedger)).
+    MySql(MySqlTransaction),
 }
 
 impl LedgerTx {
@@ -75,6 +78,7 @@ impl StoreTransaction for LedgerTx {
             Self::Memory(tx) => tx.complete(claim, outcome).await,
             Self::Redis(tx) => tx.complete(claim, outcome).await,
             Self::Postgres(tx) => tx.complete(claim, outcome).await,
+            Self::MySql(tx) => tx.complete(claim, outcome).await,
         }
     }
 
@@ -83,6 +87,7 @@ impl StoreTransaction for LedgerTx {
             Self::Memory(tx) => StoreTransaction::commit(tx).await,
             Self::Redis(tx) => StoreTransaction::commit(tx).await,
             Self::Postgres(tx) => StoreTransaction::commit(tx).await,
+            Self::MySql(tx) => StoreTransaction::commit(tx).await,
         }
     }
 
@@ -91,6 +96,7 @@ impl StoreTransaction for LedgerTx {
             Self::Memory(tx) => StoreTransaction::rollback(tx).await,
             Self::Redis(tx) => StoreTransaction::rollback(tx).await,
             Self::Postgres(tx) => StoreTransaction::rollback(tx).await,
+            Self::MySql(tx) => StoreTransaction::rollback(tx).await,
         }
     }
 }

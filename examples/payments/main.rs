@@ -7,6 +7,7 @@
 //! REDIS_SENTINELS=redis://127.0.0.1:26401,redis://127.0.0.1:26402,redis://127.0.0.1:26403 \
 //!   REDIS_SERVICE=idem-shared REDIS_REPLICAS=1 cargo run --example payments
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example payments
+//! DATABASE_URL=mysql://root@127.0.0.1:3306/test cargo run --example payments
 //! ```
 //!
 //! Environment:
@@ -28,6 +29,10 @@
 //!   PgBouncer in transaction mode, add `DATABASE_POOLER=transaction` and,
 //!   for waiters woken by `LISTEN` rather than polling, a direct
 //!   `DATABASE_LISTEN_URL`;
+//! - `DATABASE_URL` of `mysql://` (or `mariadb://`): records and balances in
+//!   MariaDB or MySQL (tables `<MYSQL_TABLE_PREFIX>idem_records` and
+//!   `<MYSQL_TABLE_PREFIX>accounts`, prefix default `payments_`), each debit
+//!   committed with its record;
 //! - neither: both in memory;
 //! - `PROVIDER_URL`: the payment provider each debit charges through
 //!   (`cargo run --example provider`), with the debit's claim's downstream

@@ -205,6 +205,16 @@ async fn clients_that_hang_up_and_retry_are_debited_once_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_hang_up_and_retry_are_debited_once_on_mariadb() {
+    let store = idem_tests::mysql_store().await;
+    let accounts = format!("{}_accounts", store.table());
+    let ledger = idem_examples::mysql_ledger::MySqlLedger::new(store.clone(), &accounts);
+    ledger.migrate().await.expect("ledger migration");
+    let addr = start(store, Arc::new(ledger)).await;
+    hang_ups_never_debit_twice(addr, 300).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_hang_up_and_retry_are_charged_once_behind_the_layer() {
     // A router made idempotent by the layer, around a handler that charges
     // (after a provider delay) and answers a few milliseconds later.

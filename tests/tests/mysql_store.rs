@@ -223,12 +223,17 @@ async fn a_failed_debit_records_nothing_and_its_retry_runs() {
                     .await
                     .map_err(|e| DebitError::Database(e.to_string()))?;
                 claim.roll_back(tx).await;
-                Err::<u8, _>(DebitError::Database("insufficient funds check failed".into()))
+                Err::<u8, _>(DebitError::Database(
+                    "insufficient funds check failed".into(),
+                ))
             }
         })
         .await;
     assert!(
-        matches!(first, Err(Error::Failed(Ran::Executed(DebitError::Database(_))))),
+        matches!(
+            first,
+            Err(Error::Failed(Ran::Executed(DebitError::Database(_))))
+        ),
         "{first:?}"
     );
     let again = engine
@@ -257,7 +262,8 @@ async fn a_holder_frozen_past_its_lease_debits_nothing() {
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let b = Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_secs(30)));
+    let b =
+        Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_secs(30)));
     let b_result = b
         .run(&c, |claim| {
             let (store, ledger) = (store.clone(), ledger.clone());
@@ -296,7 +302,10 @@ async fn a_holder_whose_claim_was_removed_by_force_debits_nothing() {
         .expect("the retry runs");
     assert_eq!(retry, Ran::Executed("debited by retry".to_owned()));
     assert_fenced(&store, &ledger, &c, &a_lease).await;
-    assert_eq!(debits(&store, &ledger).await, vec![("retry".to_owned(), 1000)]);
+    assert_eq!(
+        debits(&store, &ledger).await,
+        vec![("retry".to_owned(), 1000)]
+    );
 }
 
 /// A writes its debit in its transaction and tries to complete with its old
@@ -319,7 +328,9 @@ async fn assert_fenced(store: &MySqlStore, ledger: &str, c: &Call, lease: &idem_
         )
         .await;
     assert!(
-        refused.as_ref().is_err_and(idem_core::StoreError::is_lease_lost),
+        refused
+            .as_ref()
+            .is_err_and(idem_core::StoreError::is_lease_lost),
         "A must be fenced: {refused:?}"
     );
     tx.rollback().await.expect("rollback");
@@ -397,7 +408,9 @@ async fn a_debit_whose_commit_is_cut_off_keeps_its_claim_then_runs_once() {
                 .map_err(db)?;
                 let outcome = idem_core::encode_result(&Ok::<_, DebitError>("debited by first"))
                     .map_err(|e| DebitError::Database(e.to_string()))?;
-                let tx = KilledAtCommit::new(tx, store.pool().clone()).await.map_err(db)?;
+                let tx = KilledAtCommit::new(tx, store.pool().clone())
+                    .await
+                    .map_err(db)?;
                 claim.commit(tx, &outcome).await.map_err(|e| match e {
                     idem_core::CommitError::LeaseLost => DebitError::LeaseLost,
                     _ => DebitError::Uncertain,
@@ -407,10 +420,16 @@ async fn a_debit_whose_commit_is_cut_off_keeps_its_claim_then_runs_once() {
         })
         .await;
     assert!(
-        matches!(first, Err(Error::Failed(Ran::Executed(DebitError::Uncertain)))),
+        matches!(
+            first,
+            Err(Error::Failed(Ran::Executed(DebitError::Uncertain)))
+        ),
         "{first:?}"
     );
-    assert!(debits(&store, &ledger).await.is_empty(), "the server rolled it back");
+    assert!(
+        debits(&store, &ledger).await.is_empty(),
+        "the server rolled it back"
+    );
     let during = engine
         .run(&c, |_| async { Ok::<_, DebitError>("never".to_owned()) })
         .await;
@@ -430,8 +449,14 @@ async fn a_debit_whose_commit_is_cut_off_keeps_its_claim_then_runs_once() {
             other => break other,
         }
     };
-    assert_eq!(retry.expect("retry"), Ran::Executed("debited by retry".to_owned()));
-    assert_eq!(debits(&store, &ledger).await, vec![("retry".to_owned(), 1000)]);
+    assert_eq!(
+        retry.expect("retry"),
+        Ran::Executed("debited by retry".to_owned())
+    );
+    assert_eq!(
+        debits(&store, &ledger).await,
+        vec![("retry".to_owned(), 1000)]
+    );
 }
 
 #[tokio::test]
@@ -452,8 +477,12 @@ async fn migration_runs_twice_and_concurrently() {
     }
     assert!(store.migration_sql().contains("CREATE TABLE IF NOT EXISTS"));
     for bad in ["bad-name; drop", "1abc", "Records", "a`b"] {
-        assert!(MySqlStore::new(store.pool().clone()).with_table(bad).is_err());
-        assert!(MySqlStore::new(store.pool().clone()).with_database(bad).is_err());
+        assert!(MySqlStore::new(store.pool().clone())
+            .with_table(bad)
+            .is_err());
+        assert!(MySqlStore::new(store.pool().clone())
+            .with_database(bad)
+            .is_err());
     }
     // The database named explicitly reaches the same table.
     let database: String = sqlx::query_scalar("SELECT DATABASE()")
@@ -468,7 +497,11 @@ async fn migration_runs_twice_and_concurrently() {
         .expect("name");
     let c = call("named");
     let l = idem_tests::claim(&store, &c, Duration::from_secs(30)).await;
-    assert!(named.inspect(c.record_id()).await.expect("inspect").is_some());
+    assert!(named
+        .inspect(c.record_id())
+        .await
+        .expect("inspect")
+        .is_some());
     store.release(c.record_id(), &l).await.expect("release");
 }
 
@@ -506,10 +539,15 @@ async fn a_missing_or_foreign_table_is_a_clear_error_and_nothing_runs() {
     assert!(err.to_string().contains("not of the shape"), "{err}");
     let engine = Engine::new(store);
     let ran = engine
-        .run(&c, |_| async { panic!("must not run on a store that cannot record") })
+        .run(&c, |_| async {
+            panic!("must not run on a store that cannot record")
+        })
         .await
         .map(|r: Ran<u8>| r);
-    assert!(matches!(ran, Err(Error::<idem_core::Never>::Store(_))), "{ran:?}");
+    assert!(
+        matches!(ran, Err(Error::<idem_core::Never>::Store(_))),
+        "{ran:?}"
+    );
 }
 
 /// Another transaction holds the record's row (a long report, a stuck
@@ -548,7 +586,10 @@ async fn a_row_locked_past_the_lock_wait_timeout_is_a_transient_error() {
     let err = begin.expect_err("the row is locked");
     assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
     assert!(err.is_transient());
-    assert!(err.to_string().contains("innodb_lock_wait_timeout"), "{err}");
+    assert!(
+        err.to_string().contains("innodb_lock_wait_timeout"),
+        "{err}"
+    );
     locker.rollback().await.expect("unlock");
     // Once unlocked, the store answers again: the lease is still A's.
     let again = store
@@ -579,15 +620,29 @@ async fn expired_records_are_purged_in_bounded_batches() {
     let live = call("live");
     let l = idem_tests::claim(&store, &live, Duration::from_secs(30)).await;
     store
-        .complete(live.record_id(), &l, &Outcome::new(vec![2]), Duration::from_hours(1))
+        .complete(
+            live.record_id(),
+            &l,
+            &Outcome::new(vec![2]),
+            Duration::from_hours(1),
+        )
         .await
         .expect("complete");
     // Until the last short-lived record has expired by the server's clock.
     let last = last.expect("seven");
-    while store.inspect(last.record_id()).await.expect("inspect").is_some() {
+    while store
+        .inspect(last.record_id())
+        .await
+        .expect("inspect")
+        .is_some()
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(store.purge_expired(5).await.expect("purge"), 5, "at most the batch");
+    assert_eq!(
+        store.purge_expired(5).await.expect("purge"),
+        5,
+        "at most the batch"
+    );
     assert_eq!(store.purge_expired(5).await.expect("purge"), 2, "the rest");
     assert_eq!(store.purge_expired(5).await.expect("purge"), 0);
     let count: i64 = sqlx::query(AssertSqlSafe(format!(

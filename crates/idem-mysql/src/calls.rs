@@ -50,7 +50,10 @@ pub(crate) async fn begin(
     for _ in 0..BEGIN_ATTEMPTS {
         let claimant = claimant();
         let batch = sql.begin(id.as_bytes(), fingerprint.as_bytes(), claimant, us(lease));
-        let row = match sqlx::raw_sql(AssertSqlSafe(batch)).fetch_optional(pool).await {
+        let row = match sqlx::raw_sql(AssertSqlSafe(batch))
+            .fetch_optional(pool)
+            .await
+        {
             Ok(row) => row,
             // Rolled back whole: nothing was claimed. Send it again.
             Err(e) if error_number(&e) == Some(number::DEADLOCK) => continue,

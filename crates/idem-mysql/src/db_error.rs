@@ -80,15 +80,15 @@ pub(crate) fn db_error(what: &str, e: sqlx::Error) -> StoreError {
             format!("mysql {what}: rolled back by the server as a deadlock; nothing was changed"),
             e,
         ),
-        number::OPTION_PREVENTS_STATEMENT | number::READ_ONLY_TRANSACTION | number::READ_ONLY_MODE => {
-            StoreError::unavailable(
-                format!(
-                    "mysql {what}: the server is read-only (a replica, or a primary being \
+        number::OPTION_PREVENTS_STATEMENT
+        | number::READ_ONLY_TRANSACTION
+        | number::READ_ONLY_MODE => StoreError::unavailable(
+            format!(
+                "mysql {what}: the server is read-only (a replica, or a primary being \
                      switched over); nothing was changed"
-                ),
-                e,
-            )
-        }
+            ),
+            e,
+        ),
         _ => StoreError::unavailable(format!("mysql {what} failed"), e),
     }
 }

@@ -345,7 +345,15 @@ impl Store for MySqlStore {
         lease: &Lease,
         duration: Duration,
     ) -> Result<Lease, StoreError> {
-        calls::fenced(&self.pool, "renew", &self.sql.renew, id, lease, Some(duration)).await?;
+        calls::fenced(
+            &self.pool,
+            "renew",
+            &self.sql.renew,
+            id,
+            lease,
+            Some(duration),
+        )
+        .await?;
         Ok(Lease {
             token: lease.token,
             duration,
@@ -375,6 +383,8 @@ impl Store for MySqlStore {
     }
 
     async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
-        self.waiters.wait(*id, within, async { Look::InFlight }).await
+        self.waiters
+            .wait(*id, within, async { Look::InFlight })
+            .await
     }
 }

@@ -147,7 +147,13 @@ impl Sql {
     /// seeing the ones before it: `deadline`, which the test reads, is last.
     /// The values are the store's own (hex digests and integers), written as
     /// literals: a batch cannot be a prepared statement.
-    pub(crate) fn begin(&self, id: &[u8], fingerprint: &[u8], claimant: i64, lease_us: i64) -> String {
+    pub(crate) fn begin(
+        &self,
+        id: &[u8],
+        fingerprint: &[u8],
+        claimant: i64,
+        lease_us: i64,
+    ) -> String {
         let t = &self.table;
         let mut id_hex = String::with_capacity(2 * id.len());
         let mut fp_hex = String::with_capacity(2 * fingerprint.len());
@@ -202,6 +208,12 @@ mod tests {
         // `deadline` is assigned last, after every column that tests it.
         let update = batch.split("ON DUPLICATE KEY UPDATE").nth(1).unwrap_or("");
         let last = update.split(';').next().unwrap_or("");
-        assert!(last.trim_end().rsplit(',').next().unwrap_or("").trim_start().starts_with("deadline ="));
+        assert!(last
+            .trim_end()
+            .rsplit(',')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with("deadline ="));
     }
 }
