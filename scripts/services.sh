@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure the Redis, Valkey, PostgreSQL, RabbitMQ and NATS that the tests use are up on 127.0.0.1:
+# Makes sure the Redis, Valkey, PostgreSQL, MariaDB, RabbitMQ and NATS that the tests use are up on 127.0.0.1:
 # starts them when they are not running, installing the Debian packages first
 # when they are missing. Does nothing when both already answer.
 set -euo pipefail
@@ -234,6 +234,41 @@ install_valkey() {
     valkey-server --version >&2
 }
 
+# MariaDB on 127.0.0.1:3306 (`root` with an empty password over TCP,
+# database `test`), for idem-mysql. The tests that restart a server start
+# one of their own (tests/private_mariadb.rs); they only need the binaries.
+ensure_mariadb() {
+    if ! command -v mariadb-install-db >/dev/null || ! [ -x /usr/sbin/mariadbd ]; then
+        apt_install mariadb-server mariadb-client
+    fi
+    if ! port_open 3306; then
+        log "starting MariaDB on 127.0.0.1:3306"
+        as_root mkdir -p /run/mysqld
+        as_root chown mysql:mysql /run/mysqld 2>/dev/null || true
+        if [ ! -d /var/lib/mysql/mysql ]; then
+            as_root mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+        fi
+        as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- \
+            --user=mysql --datadir=/var/lib/mysql --bind-address=127.0.0.1 --port=3306 \
+            --skip-name-resolve --log-error=/var/log/idem-mariadb.log
+        wait_port 3306 mariadb
+    fi
+    # Root over TCP without a password, as the tests connect; through the
+    # server's socket as the system's root when TCP does not let us in yet.
+    if ! mariadb -uroot -h127.0.0.1 -e 'SELECT 1' >/dev/null 2>&1; then
+        log "letting root connect to MariaDB over TCP from 127.0.0.1"
+        for _ in $(seq 1 60); do
+            if as_root mariadb -uroot -e 'SELECT 1' >/dev/null 2>&1; then break; fi
+            sleep 0.5
+        done
+        as_root mariadb -uroot -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; \
+            GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; \
+            ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD(''); \
+            FLUSH PRIVILEGES"
+    fi
+    mariadb -uroot -h127.0.0.1 -e 'CREATE DATABASE IF NOT EXISTS test'
+}
+
 # RabbitMQ on 127.0.0.1:5672 (guest/guest), for the RabbitMQ consumer.
 ensure_rabbitmq() {
     if port_open 5672; then return 0; fi
@@ -266,6 +301,7 @@ ensure_valkey_cluster
 ensure_redis_sentinel
 ensure_postgres
 ensure_pgbouncer
+ensure_mariadb
 ensure_rabbitmq
 ensure_nats
-log "up: valkey 127.0.0.1:6380, valkey cluster 127.0.0.1:7501-7506, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432"
+log "up: valkey 127.0.0.1:6380, valkey cluster 127.0.0.1:7501-7506, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432, mariadb 127.0.0.1:3306"
