@@ -26,6 +26,10 @@ pub struct EngineDirectly;
 #[doc = include_str!("../docs/guide/errors.md")]
 pub struct Errors;
 
+/// `docs/guide/mysql.md`.
+#[doc = include_str!("../docs/guide/mysql.md")]
+pub struct MySql;
+
 /// `docs/guide/postgres.md`.
 #[doc = include_str!("../docs/guide/postgres.md")]
 pub struct Postgres;

@@ -6,7 +6,7 @@
 //! and recording the response there, the least any design does (the floor
 //! under idem's cost).
 //!
-//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|actix|grpc]` (needs `wrk`:
+//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|mariadb|actix|grpc]` (needs `wrk`:
 //! `apt-get install wrk`). `actix` is the same pair on actix-web
 //! (`idem_actix::Idempotency` or not, around one handler); `grpc` is the
 //! gRPC example's `Debit` with `idem_tonic::IdempotencyLayer` or not,
@@ -49,6 +49,8 @@ use idem_postgres::PgStore;
 
 #[path = "common/baseline.rs"]
 mod baseline;
+#[path = "common/mysql_pair.rs"]
+mod mysql_pair;
 #[path = "common/naive.rs"]
 mod naive;
 use idem_redis::RedisStore;
@@ -1087,7 +1089,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|replay|redis|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|redis-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|replay|redis|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -1159,6 +1161,9 @@ fn main() -> ExitCode {
         }
         if wanted("postgres") {
             run_pg_pair(&rt, &script)?;
+        }
+        if wanted("mariadb") {
+            mysql_pair::run(&rt, &script)?;
         }
         Ok::<(), String>(())
     })();

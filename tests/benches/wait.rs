@@ -1,7 +1,8 @@
 //! How soon a duplicate that waits (`OnInFlight::Wait`) gets the first
 //! request's answer once it is recorded: 100 waiters, real clock, each store
 //! woken (`MemoryStore` in process, `PgStore` by `LISTEN`/`NOTIFY`,
-//! `RedisStore` by pub/sub) against
+//! `RedisStore` by pub/sub, `MySqlStore` by its own process's completions)
+//! against
 //! the same store polled (the engine's backoff, 5 ms doubling to 250 ms),
 //! side by side, 9 alternating rounds.
 //!
@@ -138,6 +139,15 @@ fn main() {
             "redis",
             Engine::new(woken),
             Engine::new(Polled(redis().await)),
+        )
+        .await;
+        // MariaDB has no LISTEN: the store wakes waiters of its own process
+        // (here, where the holder runs) and the engine polls for the rest;
+        // `Polled` is what waiters on another instance get.
+        pair(
+            "mariadb",
+            Engine::new(idem_tests::mysql_store().await),
+            Engine::new(Polled(idem_tests::mysql_store().await)),
         )
         .await;
     });

@@ -146,8 +146,8 @@ async fn the_seed_designs_two_first_requests_deadlock() {
         assert!(row.is_none(), "a new key");
     }
     let insert = format!(
-        "INSERT INTO `{t}` (id, fingerprint, token, claimant, completed, deadline) \
-         VALUES (?, ?, 1, 1, 0, UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)"
+        "INSERT INTO `{t}` (id, fingerprint, token, completed, deadline) \
+         VALUES (?, ?, 1, 0, UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)"
     );
     let (ins_a, ins_b) = (insert.clone(), insert);
     let (id_a, id_b) = (id.clone(), id.clone());

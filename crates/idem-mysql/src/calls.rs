@@ -2,10 +2,7 @@
 //! function a call, on the pool or on the caller's transaction. The
 //! statements themselves are `sql.rs`.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::machine::micros;
@@ -20,26 +17,17 @@ use crate::db_error::{db_error, error_number, number};
 use crate::sql::Sql;
 
 /// How many times a claim is sent again when the server rolled it back as
-/// a deadlock, or the record changed between the claim and its read.
+/// a deadlock, or the record ended between the claim and its read.
 const BEGIN_ATTEMPTS: usize = 5;
-
-/// A number drawn for one claim, so that its read can tell whether this
-/// call took the record: SipHash, keyed at random once per process, of a
-/// counter (two calls of one process never draw the same; two processes
-/// collide with chance 2^-64).
-fn claimant() -> i64 {
-    static KEYS: OnceLock<RandomState> = OnceLock::new();
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = KEYS.get_or_init(RandomState::new).build_hasher();
-    hasher.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
-    i64::from_ne_bytes(hasher.finish().to_ne_bytes())
-}
 
 fn prepared<'q>(statement: &Arc<str>) -> sqlx::query::Query<'q, MySql, MySqlArguments> {
     sqlx::query(AssertSqlSafe(Arc::clone(statement)))
 }
 
-/// Claims `id` for `fingerprint` (machine rows: begin).
+/// Claims `id` for `fingerprint` (machine rows: begin): one statement for
+/// a first request (the claim, whose insert id is the token it granted),
+/// and a read after it when the record was live, to tell in flight, replay
+/// and mismatch apart.
 pub(crate) async fn begin(
     pool: &MySqlPool,
     sql: &Sql,
@@ -48,35 +36,40 @@ pub(crate) async fn begin(
     lease: Duration,
 ) -> Result<Begin, StoreError> {
     for _ in 0..BEGIN_ATTEMPTS {
-        let claimant = claimant();
-        let batch = sql.begin(id.as_bytes(), fingerprint.as_bytes(), claimant, us(lease));
-        let row = match sqlx::raw_sql(AssertSqlSafe(batch))
-            .fetch_optional(pool)
-            .await
-        {
-            Ok(row) => row,
+        let claimed = prepared(&sql.claim)
+            .bind(&id.as_bytes()[..])
+            .bind(&fingerprint.as_bytes()[..])
+            .bind(us(lease))
+            .bind(&fingerprint.as_bytes()[..])
+            .bind(us(lease))
+            .execute(pool)
+            .await;
+        let token = match claimed {
+            Ok(done) => done.last_insert_id(),
             // Rolled back whole: nothing was claimed. Send it again.
             Err(e) if error_number(&e) == Some(number::DEADLOCK) => continue,
             Err(e) => return Err(db_error("begin", e)),
         };
-        // Purged between the claim and its read: claim again.
-        let Some(row) = row else { continue };
-        let get = |e: sqlx::Error| db_error("begin", e);
-        let token: i64 = row.try_get("token").map_err(get)?;
-        if row.try_get::<i64, _>("claimant").map_err(get)? == claimant {
+        if token != 0 {
             return Ok(Begin::Acquired(Lease {
-                token: FencingToken(u64::try_from(token).unwrap_or(0)),
+                token: FencingToken(token),
                 duration: lease,
             }));
         }
-        // Ended between the claim and its read: claim again.
-        if row.try_get::<i64, _>("live").map_err(get)? == 0 {
-            continue;
-        }
+        let row = prepared(&sql.claimed)
+            .bind(&fingerprint.as_bytes()[..])
+            .bind(&fingerprint.as_bytes()[..])
+            .bind(&id.as_bytes()[..])
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| db_error("begin", e))?;
+        // Ended (or purged) between the claim and its read: claim again.
+        let Some(row) = row else { continue };
+        let get = |e: sqlx::Error| db_error("begin", e);
         if row.try_get::<i64, _>("same").map_err(get)? == 0 {
             return Ok(Begin::Mismatch);
         }
-        if row.try_get::<i64, _>("completed").map_err(get)? == 0 {
+        if !row.try_get::<bool, _>("completed").map_err(get)? {
             let left: i64 = row.try_get("left_us").map_err(get)?;
             return Ok(Begin::InFlight {
                 retry_after: Duration::from_micros(u64::try_from(left).unwrap_or(0)),
@@ -245,15 +238,4 @@ pub(crate) fn us(d: Duration) -> i64 {
 
 fn token(lease: &Lease) -> i64 {
     i64::try_from(lease.token.0).unwrap_or(i64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::claimant;
-
-    #[test]
-    fn claimants_differ() {
-        let drawn: std::collections::HashSet<i64> = (0..10_000).map(|_| claimant()).collect();
-        assert_eq!(drawn.len(), 10_000);
-    }
 }

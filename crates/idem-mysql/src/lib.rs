@@ -9,8 +9,10 @@
 //!
 //! - `begin` is one atomic statement, `INSERT ... ON DUPLICATE KEY UPDATE`,
 //!   that claims a new or no-longer-live record and leaves a live one as it
-//!   is, sent in one round trip with the read that tells the caller what it
-//!   found. Not `SELECT ... FOR UPDATE` then `INSERT`: under REPEATABLE READ
+//!   is; the token it granted comes back as the statement's insert id
+//!   (`LAST_INSERT_ID(expr)`), so a first request costs one round trip, and
+//!   only a duplicate reads the record after it. Not `SELECT ... FOR
+//!   UPDATE` then `INSERT`: under REPEATABLE READ
 //!   two first requests for one new key both take the gap's lock (gap locks
 //!   do not conflict), then both insert, and the server kills one as a
 //!   deadlock.
@@ -32,7 +34,8 @@
 //!
 //! Tested on MariaDB 10.11. The SQL is the common ground of MariaDB 10.5+
 //! and MySQL 8.0: no `RETURNING`, no `VALUES()` in the upsert (deprecated in
-//! MySQL 8.0.20), no row alias (absent from MariaDB), no user variables.
+//! MySQL 8.0.20), no row alias (absent from MariaDB), no user variables, no
+//! multi-statement batches.
 //!
 //! ```no_run
 //! use idem_core::{encode_result, Call, Engine, Failure, Fingerprint, IdempotencyKey};
@@ -200,7 +203,7 @@ impl MySqlStore {
             None => format!("`{}`", self.table),
         };
         sqlx::raw_sql(AssertSqlSafe(format!(
-            "SELECT id, fingerprint, token, claimant, completed, deadline, outcome \
+            "SELECT id, fingerprint, token, completed, deadline, outcome \
              FROM {table} LIMIT 0"
         )))
         .execute(&self.pool)

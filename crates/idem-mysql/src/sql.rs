@@ -6,7 +6,6 @@
 //! but unlike `NOW(6)` does not depend on the session's `time_zone` (two
 //! instances whose pools set different zones still agree on every deadline).
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// Why a database or table name was refused.
@@ -31,11 +30,12 @@ pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
 /// The server's clock in microseconds since the Unix epoch.
 const NOW_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
 
+/// The record is not live: none of its deadline is left.
+const DEAD: &str = "deadline <= UTC_TIMESTAMP(6)";
+
 /// The statements, rendered once for the configured database and table.
 #[derive(Debug)]
 pub(crate) struct Sql {
-    /// `` `database`.`table` `` or `` `table` ``.
-    table: String,
     pub(crate) complete: Arc<str>,
     pub(crate) completed_by: Arc<str>,
     pub(crate) release: Arc<str>,
@@ -44,6 +44,8 @@ pub(crate) struct Sql {
     pub(crate) remove: Arc<str>,
     pub(crate) live: Arc<str>,
     pub(crate) purge: Arc<str>,
+    pub(crate) claim: Arc<str>,
+    pub(crate) claimed: Arc<str>,
     pub(crate) migration: String,
 }
 
@@ -113,12 +115,44 @@ impl Sql {
                  ORDER BY deadline LIMIT ?"
             )
             .into(),
+            // The claim, one prepared statement: an upsert that claims a
+            // new or no-longer-live record in one atomic step, and reports
+            // through the OK packet's insert id (`LAST_INSERT_ID(expr)`)
+            // the fencing token it granted, or 0 if it granted none. See
+            // `calls::begin`.
+            // - none | begin -> Acquired: inserted, token = now;
+            // - not live | begin -> Acquired: taken over, token =
+            //   max(previous + 1, now);
+            // - live | begin -> InFlight, Replay or Mismatch: nothing
+            //   changes (every column gets its own value), insert id 0,
+            //   and `claimed` reads the record to tell which.
+            // MySQL assigns the update's columns left to right, each seeing
+            // the ones before it: `deadline`, which the test reads, is last.
+            claim: format!(
+                "INSERT INTO {t} (id, fingerprint, token, completed, deadline, outcome) \
+                 VALUES (?, ?, LAST_INSERT_ID({NOW_US}), 0, \
+                         UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULL) \
+                 ON DUPLICATE KEY UPDATE \
+                   token = IF(LAST_INSERT_ID(IF({DEAD}, GREATEST(token + 1, {NOW_US}), 0)) = 0, \
+                              token, LAST_INSERT_ID()), \
+                   fingerprint = IF({DEAD}, ?, fingerprint), \
+                   completed = IF({DEAD}, 0, completed), \
+                   outcome = IF({DEAD}, NULL, outcome), \
+                   deadline = IF({DEAD}, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, deadline)"
+            )
+            .into(),
+            claimed: format!(
+                "SELECT completed, fingerprint = ? AS same, \
+                   IF(completed = 1 AND fingerprint = ?, outcome, NULL) AS outcome, \
+                   GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline), 0) AS left_us \
+                 FROM {t} WHERE id = ? AND deadline > UTC_TIMESTAMP(6)"
+            )
+            .into(),
             migration: format!(
                 "CREATE TABLE IF NOT EXISTS {t} ( \
                    id BINARY(32) NOT NULL, \
                    fingerprint BINARY(32) NOT NULL, \
                    token BIGINT NOT NULL, \
-                   claimant BIGINT NOT NULL, \
                    completed BOOLEAN NOT NULL, \
                    deadline DATETIME(6) NOT NULL, \
                    outcome LONGBLOB NULL, \
@@ -126,61 +160,7 @@ impl Sql {
                    KEY `{table}_deadline` (deadline) \
                  ) ENGINE = InnoDB"
             ),
-            table: t,
         }
-    }
-
-    /// The claim, as one batch of two statements sent in one round trip:
-    /// an `INSERT ... ON DUPLICATE KEY UPDATE` that claims a new or
-    /// no-longer-live record in one atomic step (the duplicate's row is
-    /// locked exclusively while it is decided: no gap lock, no lock
-    /// upgrade, so concurrent first requests never deadlock), then a read
-    /// of the record. The claim writes `claimant`, a number drawn for this
-    /// call, so the read tells whether this call took it. Rows of
-    /// idem_core::machine's table:
-    /// - none, or not live | begin -> Acquired: inserted, or taken over
-    ///   with token max(previous + 1, now);
-    /// - live | begin -> InFlight, Replay or Mismatch: every column is
-    ///   assigned its own value, nothing changes; the read decides.
-    ///
-    /// MySQL assigns `ON DUPLICATE KEY UPDATE`'s columns left to right, each
-    /// seeing the ones before it: `deadline`, which the test reads, is last.
-    /// The values are the store's own (hex digests and integers), written as
-    /// literals: a batch cannot be a prepared statement.
-    pub(crate) fn begin(
-        &self,
-        id: &[u8],
-        fingerprint: &[u8],
-        claimant: i64,
-        lease_us: i64,
-    ) -> String {
-        let t = &self.table;
-        let mut id_hex = String::with_capacity(2 * id.len());
-        let mut fp_hex = String::with_capacity(2 * fingerprint.len());
-        for b in id {
-            let _ = write!(id_hex, "{b:02x}");
-        }
-        for b in fingerprint {
-            let _ = write!(fp_hex, "{b:02x}");
-        }
-        let dead = "deadline <= UTC_TIMESTAMP(6)";
-        format!(
-            "INSERT INTO {t} (id, fingerprint, token, claimant, completed, deadline, outcome) \
-             VALUES (X'{id_hex}', X'{fp_hex}', {NOW_US}, {claimant}, 0, \
-                     UTC_TIMESTAMP(6) + INTERVAL {lease_us} MICROSECOND, NULL) \
-             ON DUPLICATE KEY UPDATE \
-               fingerprint = IF({dead}, X'{fp_hex}', fingerprint), \
-               token = IF({dead}, GREATEST(token + 1, {NOW_US}), token), \
-               claimant = IF({dead}, {claimant}, claimant), \
-               completed = IF({dead}, 0, completed), \
-               outcome = IF({dead}, NULL, outcome), \
-               deadline = IF({dead}, UTC_TIMESTAMP(6) + INTERVAL {lease_us} MICROSECOND, deadline); \
-             SELECT claimant, token, completed, fingerprint = X'{fp_hex}' AS same, \
-               IF(completed = 1 AND fingerprint = X'{fp_hex}', outcome, NULL) AS outcome, \
-               GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline), 0) AS left_us, \
-               deadline > UTC_TIMESTAMP(6) AS live \
-             FROM {t} WHERE id = X'{id_hex}'"
-        )
     }
 }
 
@@ -198,22 +178,23 @@ mod tests {
     }
 
     #[test]
-    fn the_claim_writes_only_hex_and_digits() {
+    fn the_claim_tests_the_deadline_before_it_moves_it() {
         let sql = Sql::new(Some("test"), "records");
-        let batch = sql.begin(&[0xab; 32], &[0x01; 32], -42, 5_000_000);
-        assert!(batch.contains(&format!("X'{}'", "ab".repeat(32))));
-        assert!(batch.contains("claimant = IF(deadline <= UTC_TIMESTAMP(6), -42, claimant)"));
-        assert!(batch.contains("INTERVAL 5000000 MICROSECOND"));
-        assert!(batch.starts_with("INSERT INTO `test`.`records`"));
+        assert!(sql.claim.starts_with("INSERT INTO `test`.`records`"));
         // `deadline` is assigned last, after every column that tests it.
-        let update = batch.split("ON DUPLICATE KEY UPDATE").nth(1).unwrap_or("");
-        let last = update.split(';').next().unwrap_or("");
-        assert!(last
-            .trim_end()
-            .rsplit(',')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with("deadline ="));
+        let update = sql
+            .claim
+            .split("ON DUPLICATE KEY UPDATE")
+            .nth(1)
+            .unwrap_or("");
+        let assigned: Vec<&str> = update
+            .split(", ")
+            .filter_map(|a| a.trim_start().split_once(" = ").map(|(c, _)| c))
+            .filter(|c| c.chars().all(|ch| ch.is_ascii_lowercase()))
+            .collect();
+        assert_eq!(
+            assigned,
+            ["token", "fingerprint", "completed", "outcome", "deadline"]
+        );
     }
 }
