@@ -79,7 +79,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::waiters::{Look, Waiters};
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
     StoreError, StoreFuture,
@@ -91,10 +90,12 @@ mod calls;
 mod db_error;
 mod sql;
 mod transaction;
+mod wake;
 
 pub use sql::InvalidName;
 use sql::{check_name, Sql};
 pub use transaction::MySqlTransaction;
+use wake::Wakes;
 
 /// A [`Store`] on MariaDB or MySQL. Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -103,8 +104,8 @@ pub struct MySqlStore {
     database: Option<Arc<str>>,
     table: Arc<str>,
     sql: Arc<Sql>,
-    /// This process's waiting duplicates, woken by its own completions.
-    waiters: Arc<Waiters<RecordId>>,
+    /// This process's waiting duplicates, woken by its own changes.
+    wakes: Arc<Wakes>,
 }
 
 impl fmt::Debug for MySqlStore {
@@ -122,12 +123,13 @@ pub const DEFAULT_TABLE: &str = "idem_records";
 impl MySqlStore {
     /// A store on `pool`, in the table `idem_records` of the pool's database.
     pub fn new(pool: MySqlPool) -> Self {
+        let sql = Arc::new(Sql::new(None, DEFAULT_TABLE));
         Self {
+            wakes: Wakes::new(pool.clone(), Arc::clone(&sql)),
             pool,
             database: None,
             table: DEFAULT_TABLE.into(),
-            sql: Arc::new(Sql::new(None, DEFAULT_TABLE)),
-            waiters: new_waiters(),
+            sql,
         }
     }
 
@@ -137,7 +139,7 @@ impl MySqlStore {
         check_name(database)?;
         self.database = Some(database.into());
         self.sql = Arc::new(Sql::new(self.database.as_deref(), &self.table));
-        self.waiters = new_waiters();
+        self.wakes = Wakes::new(self.pool.clone(), Arc::clone(&self.sql));
         Ok(self)
     }
 
@@ -146,7 +148,7 @@ impl MySqlStore {
         check_name(table)?;
         self.table = table.into();
         self.sql = Arc::new(Sql::new(self.database.as_deref(), &self.table));
-        self.waiters = new_waiters();
+        self.wakes = Wakes::new(self.pool.clone(), Arc::clone(&self.sql));
         Ok(self)
     }
 
@@ -177,7 +179,7 @@ impl MySqlStore {
         let pool = self.pool.clone();
         match tokio::spawn(async move { pool.begin().await }).await {
             Ok(result) => result.map(|tx| {
-                MySqlTransaction::new(Arc::clone(&self.sql), tx, Arc::clone(&self.waiters))
+                MySqlTransaction::new(Arc::clone(&self.sql), tx, Arc::clone(&self.wakes))
             }),
             Err(e) => Err(sqlx::Error::Io(std::io::Error::other(format!(
                 "the task opening the transaction failed: {e}"
@@ -273,24 +275,9 @@ impl MySqlStore {
             .await
             .map_err(|e| db_error::db_error("complete", e))?;
         calls::complete(&mut conn, &self.sql, id, lease, outcome, ttl).await?;
-        self.wake(id);
+        self.wakes.wake(id);
         Ok(())
     }
-
-    /// Wakes this process's duplicates waiting on `id`.
-    fn wake(&self, id: &RecordId) {
-        if let Some(slot) = self.waiters.take(id) {
-            slot.wake(None);
-        }
-    }
-}
-
-fn new_waiters() -> Arc<Waiters<RecordId>> {
-    let waiters = Arc::new(Waiters::default());
-    // Woken from this process only: always "up"; others' changes are
-    // polled for (`wakes` is false).
-    waiters.up();
-    waiters
 }
 
 #[async_trait]
@@ -338,7 +325,7 @@ impl Store for MySqlStore {
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
         calls::fenced(&self.pool, "release", &self.sql.release, id, lease, None).await?;
-        self.wake(id);
+        self.wakes.wake(id);
         Ok(())
     }
 
@@ -374,7 +361,7 @@ impl Store for MySqlStore {
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
         let removal = calls::remove(&self.pool, &self.sql, id, force).await?;
         if removal == Removal::Removed {
-            self.wake(id);
+            self.wakes.wake(id);
         }
         Ok(removal)
     }
@@ -386,8 +373,6 @@ impl Store for MySqlStore {
     }
 
     async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
-        self.waiters
-            .wait(*id, within, async { Look::InFlight })
-            .await
+        self.wakes.wait(*id, within).await
     }
 }

@@ -5,13 +5,13 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use idem_core::waiters::Waiters;
 use idem_core::{async_trait, Claim, Outcome, RecordId, StoreError, StoreTransaction};
 use sqlx::{MySql, MySqlConnection, Transaction};
 
 use crate::calls;
 use crate::db_error::db_error;
 use crate::sql::Sql;
+use crate::wake::Wakes;
 
 /// A transaction opened by
 /// [`MySqlStore::begin_transaction`](crate::MySqlStore::begin_transaction)
@@ -24,7 +24,7 @@ use crate::sql::Sql;
 pub struct MySqlTransaction {
     sql: Arc<Sql>,
     tx: Transaction<'static, MySql>,
-    waiters: Arc<Waiters<RecordId>>,
+    wakes: Arc<Wakes>,
     /// The record completed in it, whose waiters the commit wakes.
     completed: Option<RecordId>,
 }
@@ -36,15 +36,11 @@ impl fmt::Debug for MySqlTransaction {
 }
 
 impl MySqlTransaction {
-    pub(crate) fn new(
-        sql: Arc<Sql>,
-        tx: Transaction<'static, MySql>,
-        waiters: Arc<Waiters<RecordId>>,
-    ) -> Self {
+    pub(crate) fn new(sql: Arc<Sql>, tx: Transaction<'static, MySql>, wakes: Arc<Wakes>) -> Self {
         Self {
             sql,
             tx,
-            waiters,
+            wakes,
             completed: None,
         }
     }
@@ -52,10 +48,10 @@ impl MySqlTransaction {
     /// Commits (writes only: to commit them with a claim's record, hand the
     /// transaction to [`Claim::commit`] instead).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        let (waiters, completed) = (self.waiters, self.completed);
+        let (wakes, completed) = (self.wakes, self.completed);
         self.tx.commit().await?;
-        if let Some(slot) = completed.and_then(|id| waiters.take(&id)) {
-            slot.wake(None);
+        if let Some(id) = completed {
+            wakes.wake(&id);
         }
         Ok(())
     }
