@@ -25,6 +25,7 @@ struct LedgerSql {
     balance: Arc<str>,
 }
 
+#[allow(clippy::needless_pass_by_value)] // the shape `map_err` takes
 fn db(e: sqlx::Error) -> LedgerError {
     LedgerError::Unavailable(format!("mysql: {e}"))
 }

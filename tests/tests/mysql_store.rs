@@ -661,3 +661,51 @@ async fn expired_records_are_purged_in_bounded_batches() {
         Ok(Begin::Replay(_))
     ));
 }
+
+/// The server turns read-only (a primary being switched over, a replica
+/// promoted late): a claim fails as a transient error that says so, nothing
+/// runs, and once the server is writable the retry runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_server_refuses_claims_as_transient_and_nothing_runs() {
+    let db = idem_tests::PrivateMariaDb::start();
+    let admin = sqlx::MySqlPool::connect(&db.url()).await.expect("admin");
+    // `read_only` binds users without the right to ignore it: the service's.
+    for statement in [
+        "CREATE USER 'app'@'127.0.0.1' IDENTIFIED BY 'app'",
+        "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON test.* TO 'app'@'127.0.0.1'",
+    ] {
+        sqlx::query(statement)
+            .execute(&admin)
+            .await
+            .expect(statement);
+    }
+    let url = db.url().replacen("root@", "app:app@", 1);
+    let store = MySqlStore::new(sqlx::MySqlPool::connect(&url).await.expect("app"));
+    store.migrate().await.expect("migrate");
+    sqlx::query("SET GLOBAL read_only = ON")
+        .execute(&admin)
+        .await
+        .expect("read-only");
+    let engine = Engine::new(store.clone());
+    let c = call("read-only");
+    let refused = engine
+        .run(&c, |_| async {
+            panic!("must not run on a read-only server")
+        })
+        .await
+        .map(|r: Ran<u8>| r);
+    let Err(Error::<idem_core::Never>::Store(err)) = refused else {
+        panic!("a store error, got {refused:?}");
+    };
+    assert!(err.is_transient(), "{err}");
+    assert!(err.to_string().contains("read-only"), "{err}");
+    sqlx::query("SET GLOBAL read_only = OFF")
+        .execute(&admin)
+        .await
+        .expect("writable");
+    let ran = engine
+        .run(&c, |_| async { Ok::<_, DebitError>(7u8) })
+        .await
+        .expect("runs once writable");
+    assert_eq!(ran, Ran::Executed(7));
+}

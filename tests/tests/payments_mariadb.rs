@@ -72,7 +72,7 @@ async fn debit_until_final(c: &reqwest::Client, url: &str, key: usize, seen: &Se
 }
 
 async fn until_done(seen: &Seen, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_mins(2);
     while seen.done.load(Ordering::SeqCst) < n {
         assert!(
             Instant::now() < deadline,
@@ -80,6 +80,57 @@ async fn until_done(seen: &Seen, n: usize) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Kills every connection of the server but the returned pool's.
+async fn kill_every_connection(db_url: &str) -> sqlx::MySqlPool {
+    let admin = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(2)
+        .connect(db_url)
+        .await
+        .expect("admin");
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "SELECT ID FROM information_schema.PROCESSLIST \
+         WHERE ID <> CONNECTION_ID() AND USER = 'root' AND COMMAND <> 'Daemon'",
+    )
+    .fetch_all(&admin)
+    .await
+    .expect("processlist");
+    let mut admin_conn = admin.acquire().await.expect("admin connection");
+    let own: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+        .fetch_one(&mut *admin_conn)
+        .await
+        .expect("id");
+    for id in ids
+        .into_iter()
+        .filter(|id| u64::try_from(*id).ok() != Some(own))
+    {
+        let _ = sqlx::query(AssertSqlSafe(format!("KILL {id}")))
+            .execute(&mut *admin_conn)
+            .await;
+    }
+    drop(admin_conn);
+    admin
+}
+
+/// Locks every account past the lock wait timeout (1 s), until a debit has
+/// been refused for it.
+async fn lock_accounts_until_a_debit_is_refused(admin: &sqlx::MySqlPool, seen: &Seen) {
+    let refused_before: usize = seen.transient.lock().expect("seen").values().sum();
+    let mut locker = admin.begin().await.expect("locker");
+    sqlx::query("SELECT id FROM accounts FOR UPDATE")
+        .execute(&mut *locker)
+        .await
+        .expect("lock the accounts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen.transient.lock().expect("seen").values().sum::<usize>() == refused_before {
+        assert!(
+            Instant::now() < deadline,
+            "no debit was refused while the accounts were locked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locker.rollback().await.expect("unlock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,51 +186,12 @@ async fn debits_through_a_restart_killed_connections_and_a_locked_table_happen_o
 
     // Half way: every connection the service holds is killed.
     until_done(&seen, KEYS / 2).await;
-    let admin = sqlx::mysql::MySqlPoolOptions::new()
-        .max_connections(2)
-        .connect(&db_url)
-        .await
-        .expect("admin");
-    let ids: Vec<i64> = sqlx::query_scalar(
-        "SELECT ID FROM information_schema.PROCESSLIST \
-         WHERE ID <> CONNECTION_ID() AND USER = 'root' AND COMMAND <> 'Daemon'",
-    )
-    .fetch_all(&admin)
-    .await
-    .expect("processlist");
-    let mut admin_conn = admin.acquire().await.expect("admin connection");
-    let own: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
-        .fetch_one(&mut *admin_conn)
-        .await
-        .expect("id");
-    for id in ids
-        .into_iter()
-        .filter(|id| u64::try_from(*id).ok() != Some(own))
-    {
-        let _ = sqlx::query(AssertSqlSafe(format!("KILL {id}")))
-            .execute(&mut *admin_conn)
-            .await;
-    }
-    drop(admin_conn);
+    let admin = kill_every_connection(&db_url).await;
 
     // Three quarters in: the accounts are locked past the lock wait
     // timeout (1 s), until some debit has been refused for it.
     until_done(&seen, 3 * KEYS / 4).await;
-    let refused_before: usize = seen.transient.lock().expect("seen").values().sum();
-    let mut locker = admin.begin().await.expect("locker");
-    sqlx::query("SELECT id FROM accounts FOR UPDATE")
-        .execute(&mut *locker)
-        .await
-        .expect("lock the accounts");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while seen.transient.lock().expect("seen").values().sum::<usize>() == refused_before {
-        assert!(
-            Instant::now() < deadline,
-            "no debit was refused while the accounts were locked"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    locker.rollback().await.expect("unlock");
+    lock_accounts_until_a_debit_is_refused(&admin, &seen).await;
 
     let mut receipts = BTreeMap::new();
     for client in clients {
