@@ -230,6 +230,13 @@ async fn thirty_two_concurrent_duplicates_debit_once_on_redis() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_duplicates_debit_once_on_mariadb() {
+    let (store, ledger) = mariadb_records().await;
+    let client = start(store, ledger, Duration::from_millis(200)).await;
+    thirty_two_concurrent_duplicates_debit_once(client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_concurrent_duplicates_debit_once_on_postgres() {
     let store = pg_store().await;
     let ledger = PgLedger::new(store.clone());
@@ -332,6 +339,27 @@ async fn a_client_whose_deadline_passes_mid_debit_retries_and_is_debited_once_on
     ledger.migrate().await.expect("ledger migration");
     deadline_passes_mid_debit(start(store, Arc::new(ledger), Duration::from_millis(800)).await)
         .await;
+}
+
+/// The same on MariaDB: `idem_tonic::commit_with_record` commits the debit
+/// with its record in a `MySqlTransaction`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_deadline_passes_mid_debit_retries_and_is_debited_once_on_mariadb() {
+    let (store, ledger) = mariadb_records().await;
+    deadline_passes_mid_debit(start(store, ledger, Duration::from_millis(800)).await).await;
+}
+
+async fn mariadb_records() -> (
+    idem_mysql::MySqlStore,
+    Arc<dyn idem_examples::payments::Ledger>,
+) {
+    let store = idem_tests::mysql_store().await;
+    let ledger = idem_examples::mysql_ledger::MySqlLedger::new(
+        store.clone(),
+        &format!("{}_accounts", store.table()),
+    );
+    ledger.migrate().await.expect("ledger migration");
+    (store, Arc::new(ledger))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
