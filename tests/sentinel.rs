@@ -158,6 +158,16 @@ impl PrivateSentinels {
             .collect()
     }
 
+    /// The process ids of its data servers and Sentinels that still run
+    /// (for a benchmark that pins them to cores of their own).
+    pub fn pids(&self) -> Vec<u32> {
+        self.servers
+            .iter()
+            .chain(&self.sentinels)
+            .filter_map(|(_, child)| child.as_ref().map(Child::id))
+            .collect()
+    }
+
     /// The port of the primary the Sentinels name now.
     pub fn primary(&self) -> Option<u16> {
         let (port, _) = self.sentinels.first()?;

@@ -21,7 +21,10 @@
 //! its record in one script call (`RedisTransaction`): the fence's cost.
 //! `-- redis-replicated` runs idem behind Sentinel (a primary, two replicas
 //! and three Sentinels started for the run) without and with
-//! `with_replication(1, 100ms)`: the cost of `WAIT`.
+//! `with_replication(1, 100ms)`: the cost of `WAIT`;
+//! `-- redis-replicated-own-core` the same with the servers and Sentinels on
+//! core 1 and this process on core 0. `-- mariadb` runs idem on MariaDB
+//! (`MySqlStore`) against `INSERT IGNORE` + `UPDATE` on the same server.
 //!
 //! `-- replay` and `-- redis-replay` record 500 requests first and then
 //! send only those: every request idem answers is a replay (on memory, or
@@ -349,6 +352,35 @@ fn run_redis_replicated_pair(rt: &tokio::runtime::Runtime, script: &str) -> Resu
         script,
         Some("redis-server"),
     )
+}
+
+/// The durable pair with the Redis side on a core of its own: the primary,
+/// its replicas and the Sentinels pinned to core 1, this process (the
+/// services, wrk's driver, the replication proxy) to core 0, as when Redis
+/// runs on hosts of its own.
+fn redis_replicated_own_core(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let topology = idem_tests::sentinel::PrivateSentinels::start();
+    let me = std::process::id();
+    let my_mask = affinity(me)?;
+    let pids = topology.pids();
+    println!("redis-replicated-own-core: Redis servers and Sentinels (pids {pids:?}) on core 1; this process and wrk on core 0");
+    for pid in &pids {
+        set_affinity(*pid, "2", false)?;
+    }
+    let pinned = set_affinity(me, "1", true).and_then(|()| {
+        let (unreplicated, replicated) = rt.block_on(redis_replicated_pair(&topology))?;
+        compare(
+            "redis-replicated-own-core",
+            [
+                "Sentinel, replication asynchronous",
+                "Sentinel, with_replication(1, 100ms)",
+            ],
+            [&unreplicated, &replicated],
+            script,
+            Some("redis-server"),
+        )
+    });
+    pinned.and(set_affinity(me, &my_mask, true))
 }
 
 fn run_redis_fenced_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
@@ -1089,7 +1121,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|replay|redis|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|replay|redis|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core|redis-replicated-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -1118,6 +1150,9 @@ fn main() -> ExitCode {
         // Not part of the default run: it changes CPU affinities while it runs.
         if only.as_deref() == Some("redis-own-core") {
             return redis_own_core(&rt, &script);
+        }
+        if only.as_deref() == Some("redis-replicated-own-core") {
+            return redis_replicated_own_core(&rt, &script);
         }
         if wanted("memory") {
             run_memory(&rt, &script)?;
