@@ -709,3 +709,37 @@ async fn a_read_only_server_refuses_claims_as_transient_and_nothing_runs() {
         .expect("runs once writable");
     assert_eq!(ran, Ran::Executed(7));
 }
+
+#[tokio::test]
+async fn the_background_purger_drains_expired_records_in_batches() {
+    let store = mysql_store().await;
+    let ttl = Duration::from_millis(100);
+    for i in 0..5 {
+        let c = call(&format!("bg-{i}"));
+        let l = idem_tests::claim(&store, &c, Duration::from_secs(30)).await;
+        store
+            .complete(c.record_id(), &l, &Outcome::new(vec![1]), ttl)
+            .await
+            .expect("complete");
+    }
+    let purger = store.spawn_purger(Duration::from_millis(50), 2);
+    let count = || async {
+        sqlx::query(AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM `{}`",
+            store.table()
+        )))
+        .fetch_one(store.pool())
+        .await
+        .expect("count")
+        .get::<i64, _>(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while count().await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the purger left expired records"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    purger.abort();
+}

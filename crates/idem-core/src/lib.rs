@@ -78,6 +78,7 @@ pub mod memory;
 mod observe;
 mod pending_begin;
 mod policy;
+mod purger;
 mod ran;
 mod result_codec;
 mod settle;
@@ -103,6 +104,7 @@ pub use key::{IdempotencyKey, KeyError, RecordId, RecordKind, Scope, MAX_KEY_LEN
 pub use memory::{MemoryStore, MemoryTransaction, WhenFull};
 pub use observe::STORE_DURATION_BUCKETS;
 pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
+pub use purger::spawn_purger;
 pub use ran::Ran;
 pub use result_codec::encode_result;
 pub use store::{

@@ -222,26 +222,9 @@ impl MySqlStore {
     /// returned handle is aborted or dropped with the runtime.
     pub fn spawn_purger(&self, every: Duration, batch: u32) -> tokio::task::JoinHandle<()> {
         let store = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                // Drain in batches, so that one pass never holds many locks.
-                loop {
-                    match store.purge_expired(batch).await {
-                        Ok(n) if n == u64::from(batch) => {}
-                        Ok(n) => {
-                            if n > 0 {
-                                tracing::debug!(target: "idem", purged = n, "mysql purged expired records");
-                            }
-                            break;
-                        }
-                        Err(e) => {
-                            tracing::warn!(target: "idem", error = %e, "mysql purge failed");
-                            break;
-                        }
-                    }
-                }
-            }
+        idem_core::spawn_purger("mysql", every, batch, move |n| {
+            let store = store.clone();
+            async move { store.purge_expired(n).await }
         })
     }
 

@@ -269,26 +269,9 @@ impl PgStore {
     /// returned handle is aborted or dropped with the runtime.
     pub fn spawn_purger(&self, every: Duration, batch: u32) -> tokio::task::JoinHandle<()> {
         let store = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                // Drain in batches, so that one pass never holds many locks.
-                loop {
-                    match store.purge_expired(batch).await {
-                        Ok(n) if n == u64::from(batch) => {}
-                        Ok(n) => {
-                            if n > 0 {
-                                tracing::debug!(target: "idem", purged = n, "postgres purged expired records");
-                            }
-                            break;
-                        }
-                        Err(e) => {
-                            tracing::warn!(target: "idem", error = %e, "postgres purge failed");
-                            break;
-                        }
-                    }
-                }
-            }
+        idem_core::spawn_purger("postgres", every, batch, move |n| {
+            let store = store.clone();
+            async move { store.purge_expired(n).await }
         })
     }
 
