@@ -128,10 +128,10 @@ fn spawn_on_worker<F: Future + 'static>(future: Pin<Box<F>>) {
     let spawned = std::panic::catch_unwind(AssertUnwindSafe(|| actix_web::rt::spawn(future)));
     match spawned {
         Ok(_) => {
-            tracing::debug!(target: "idem", decision = "detached", "the caller went away; the idempotent part finishes on its own task");
+            tracing::debug!(target: "idem", decision = idem_core::Decision::Detached.as_str(), "the caller went away; the idempotent part finishes on its own task");
         }
         Err(_) => {
-            tracing::warn!(target: "idem", decision = "outcome_unknown", "the caller went away outside an actix-web worker; the operation is dropped mid-way and its claim kept until the lease ends");
+            tracing::warn!(target: "idem", decision = idem_core::Decision::Abandoned.as_str(), "the caller went away outside an actix-web worker; the operation is dropped mid-way and its claim kept until the lease ends");
         }
     }
 }

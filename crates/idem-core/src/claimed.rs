@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::decision::Decision;
 use crate::key::{RecordId, Scope};
 use crate::settle::{settle_later, Settle};
 use crate::store::{Lease, Outcome, Store};
@@ -70,7 +71,7 @@ impl Drop for Claimed {
         if !self.armed {
             return;
         }
-        tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, token = self.lease.token.0, decision = "releasing_unused_claim", "a claim was dropped before anything ran under it; it is released");
+        tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, token = self.lease.token.0, decision = Decision::ReleasingUnusedClaim.as_str(), "a claim was dropped before anything ran under it; it is released");
         settle_later(
             Arc::clone(&self.store),
             self.id,

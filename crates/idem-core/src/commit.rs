@@ -1,6 +1,7 @@
 //! Committing an operation's effects with its record: [`Claim::commit`].
 
 use crate::claim::{Claim, Settled};
+use crate::decision::Decision;
 use crate::store::{Outcome, StoreError, StoreErrorKind};
 use crate::transaction::StoreTransaction;
 
@@ -99,17 +100,17 @@ impl Claim {
 
     fn failed(&self, e: StoreError, committing: bool) -> CommitError {
         if e.is_lease_lost() {
-            tracing::warn!(target: "idem", record = %self.record_id(), token = self.fencing_token().0, decision = "lease_lost", "the claim was lost before the commit; the transaction was rolled back");
+            tracing::warn!(target: "idem", record = %self.record_id(), token = self.fencing_token().0, decision = Decision::LeaseLost.as_str(), "the claim was lost before the commit; the transaction was rolled back");
             self.settle(Settled::Kept);
             CommitError::LeaseLost
         } else if e.is_conflict() {
             CommitError::Conflict(e)
         } else if committing && e.kind() != StoreErrorKind::Unsupported {
-            tracing::error!(target: "idem", record = %self.record_id(), error = %e, decision = "commit_uncertain", "whether the transaction with the record committed is unknown; the claim is kept until its lease ends");
+            tracing::error!(target: "idem", record = %self.record_id(), error = %e, decision = Decision::CommitUncertain.as_str(), "whether the transaction with the record committed is unknown; the claim is kept until its lease ends");
             self.settle(Settled::Kept);
             CommitError::Uncertain(e)
         } else {
-            tracing::warn!(target: "idem", record = %self.record_id(), error = %e, decision = "rolled_back", "the outcome could not be recorded in the transaction; rolled back, and the claim is released");
+            tracing::warn!(target: "idem", record = %self.record_id(), error = %e, decision = Decision::RolledBack.as_str(), "the outcome could not be recorded in the transaction; rolled back, and the claim is released");
             self.settle(Settled::Released);
             CommitError::NotRecorded(e)
         }

@@ -13,6 +13,7 @@ use crate::call::Call;
 use crate::claim::Claim;
 use crate::claimed::{Begun, Claimed};
 use crate::completion::{Completion, Execution};
+use crate::decision::Decision;
 use crate::error::Error;
 use crate::failure::Failure;
 use crate::holder::Held;
@@ -314,15 +315,15 @@ impl Engine {
                     .await;
             match begin {
                 Ok(Begin::Acquired(lease)) => {
-                    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "acquired");
+                    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = Decision::Acquired.as_str());
                     return Ok(Acquire::Lease(lease));
                 }
                 Ok(Begin::Replay(outcome)) => {
-                    decision(call, "replayed");
+                    decision(call, Decision::Replayed);
                     return Ok(Acquire::Replay(outcome));
                 }
                 Ok(Begin::Mismatch) => {
-                    decision(call, "mismatch");
+                    decision(call, Decision::Mismatch);
                     return Err(Error::Mismatch);
                 }
                 Ok(Begin::InFlight { retry_after }) => {
@@ -330,11 +331,11 @@ impl Engine {
                     let left = match on_in_flight {
                         OnInFlight::Wait { max } if waited < max => max.saturating_sub(waited),
                         _ => {
-                            decision(call, "in_flight");
+                            decision(call, Decision::InFlight);
                             return Err(Error::InFlight { retry_after });
                         }
                     };
-                    tracing::trace!(target: "idem", scope = %call.scope, record = %call.id, decision = "waiting");
+                    tracing::trace!(target: "idem", scope = %call.scope, record = %call.id, decision = Decision::Waiting.as_str());
                     // Until the first holder finishes (a store that wakes
                     // says when), its lease ends, or the wait is over.
                     let mut pause = left.min(retry_after.max(MIN_DURATION));
@@ -351,14 +352,14 @@ impl Engine {
                     }) = self.store.changed(&call.id, pause).await
                     {
                         if fingerprint == call.fingerprint {
-                            decision(call, "replayed");
+                            decision(call, Decision::Replayed);
                             return Ok(Acquire::Replay(outcome));
                         }
                     }
                 }
                 Err(e) => {
-                    observe::decision(&call.operation, "store_error");
-                    tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "store_error", "the store did not answer; the operation does not run");
+                    observe::decision(&call.operation, Decision::StoreError);
+                    tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = Decision::StoreError.as_str(), "the store did not answer; the operation does not run");
                     return Err(Error::Store(e));
                 }
             }
@@ -382,7 +383,7 @@ enum Acquire {
 }
 
 /// One decision about `call`, by one name in the log and the metric.
-fn decision(call: &Call, decision: &'static str) {
-    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision);
+fn decision(call: &Call, decision: Decision) {
+    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = decision.as_str());
     observe::decision(&call.operation, decision);
 }

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::call::Call;
 use crate::claim::{Claim, ClaimShared, Settled};
 use crate::completion::{Completion, Execution};
+use crate::decision::Decision;
 use crate::error::Error;
 use crate::key::{RecordId, Scope};
 use crate::observe;
@@ -58,17 +59,17 @@ pub(crate) async fn renew_loop(
         match store.renew(&id, &lease, lease.duration).await {
             Ok(renewed) => {
                 lease = renewed;
-                tracing::trace!(target: "idem", scope = %scope, record = %id, decision = "renewed");
+                tracing::trace!(target: "idem", scope = %scope, record = %id, decision = Decision::Renewed.as_str());
             }
             Err(e) if e.is_lease_lost() => {
                 shared.lost.store(true, Ordering::SeqCst);
-                tracing::warn!(target: "idem", scope = %scope, record = %id, decision = "lease_lost", "renewal found the claim lost; the operation's result will not be recorded");
+                tracing::warn!(target: "idem", scope = %scope, record = %id, decision = Decision::LeaseLost.as_str(), "renewal found the claim lost; the operation's result will not be recorded");
                 return;
             }
             Err(e) => {
                 // Try again well before the lease runs out: the next regular
                 // renewal could come too late after a store blip.
-                tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, decision = "renew_failed", "lease renewal failed; trying again");
+                tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, decision = Decision::RenewFailed.as_str(), "lease renewal failed; trying again");
                 tokio::time::sleep((every / 4).max(MIN_DURATION)).await;
                 continue;
             }
@@ -197,8 +198,8 @@ impl<'a> Held<'a> {
                         Ok(Execution::Executed(value))
                     }
                     Err(e) if e.is_lease_lost() => {
-                        observe::decision(&call.operation, "lease_lost");
-                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "lease_lost", "the operation finished after its claim was lost; its result is not recorded");
+                        observe::decision(&call.operation, Decision::LeaseLost);
+                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = Decision::LeaseLost.as_str(), "the operation finished after its claim was lost; its result is not recorded");
                         Err(Error::LeaseLost)
                     }
                     Err(e) => {
@@ -206,8 +207,8 @@ impl<'a> Held<'a> {
                         // background while the lease lasts, so that a store
                         // that comes back in time still answers retries with
                         // this result instead of running the operation again.
-                        observe::decision(&call.operation, "completed_late");
-                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "completed_late", "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
+                        observe::decision(&call.operation, Decision::CompletedLate);
+                        tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = Decision::CompletedLate.as_str(), "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
                         if let Some(outcome) = self.take_outcome() {
                             self.settle_later(
                                 Settle::Complete {
@@ -223,8 +224,8 @@ impl<'a> Held<'a> {
             }
             Completion::Keep(value) => {
                 self.phase = Phase::Done;
-                observe::decision(&call.operation, "kept");
-                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = "kept", "the operation has no outcome to record; its claim is kept until the lease ends");
+                observe::decision(&call.operation, Decision::Kept);
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = Decision::Kept.as_str(), "the operation has no outcome to record; its claim is kept until the lease ends");
                 Ok(Execution::Executed(value))
             }
             Completion::Release(value) => {
@@ -240,19 +241,19 @@ impl<'a> Held<'a> {
     /// not answer now gets more tries in the background.
     async fn release(&self) {
         let call = self.call;
-        observe::decision(&call.operation, "released");
+        observe::decision(&call.operation, Decision::Released);
         match self.store.release(&call.id, &self.lease).await {
             Ok(()) => {
-                tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "released");
+                tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = Decision::Released.as_str());
             }
             Err(e) if e.is_transient() => {
                 // Nothing took effect: a retry should run soon,
                 // not after the whole lease.
-                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "releasing_in_background", "the claim could not be released yet; retrying in the background while the lease lasts");
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = Decision::ReleasingInBackground.as_str(), "the claim could not be released yet; retrying in the background while the lease lasts");
                 self.settle_later(Settle::Release, FIRST_PAUSE);
             }
             Err(e) => {
-                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = "release_failed", "the claim could not be released; it ends with its lease");
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = Decision::ReleaseFailed.as_str(), "the claim could not be released; it ends with its lease");
             }
         }
     }
@@ -297,8 +298,8 @@ impl<'a> Held<'a> {
 /// The `executed` decision; `how` tells apart, in the log only, how its
 /// outcome was recorded (`completed`, or `in_transaction` by the operation).
 fn executed(call: &Call, how: &'static str) {
-    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "executed", how);
-    observe::decision(&call.operation, "executed");
+    tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = Decision::Executed.as_str(), how);
+    observe::decision(&call.operation, Decision::Executed);
 }
 
 impl Drop for Held<'_> {
@@ -319,8 +320,8 @@ impl Drop for Held<'_> {
             // lease lasts, as after an outage at completion, so that a
             // retry replays the result instead of running it again.
             Phase::Completing(outcome) => {
-                observe::decision(&call.operation, "completed_late");
-                tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = "completing_after_cancellation");
+                observe::decision(&call.operation, Decision::CompletedLate);
+                tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = Decision::CompletedLate.as_str());
                 let ttl = self.ttl;
                 self.settle_later(Settle::Complete { outcome, ttl }, Duration::ZERO);
             }
@@ -329,8 +330,8 @@ impl Drop for Held<'_> {
             // with its lease (no renewal keeps it any longer), and a retry
             // meanwhile is told the operation is in flight.
             Phase::Running => {
-                observe::decision(&call.operation, "abandoned");
-                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = self.lease.token.0, decision = "outcome_unknown", "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
+                observe::decision(&call.operation, Decision::Abandoned);
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = self.lease.token.0, decision = Decision::Abandoned.as_str(), "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
             }
         }
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::decision::Decision;
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordId;
 use crate::machine::{Answer, Event, RecordState};
@@ -189,7 +190,7 @@ impl Inner {
         }
         if evicted > 0 {
             self.evictions.fetch_add(evicted, Ordering::SeqCst);
-            tracing::info!(target: "idem", evicted, max_bytes = self.max_bytes, decision = "evicted", "memory store at its byte bound: evicted the completed records closest to expiry; a retry of one of them runs again");
+            tracing::info!(target: "idem", evicted, max_bytes = self.max_bytes, decision = Decision::Evicted.as_str(), "memory store at its byte bound: evicted the completed records closest to expiry; a retry of one of them runs again");
         }
         evicted
     }

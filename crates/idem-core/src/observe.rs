@@ -4,13 +4,14 @@
 //!
 //! | name | kind | attributes | what |
 //! | --- | --- | --- | --- |
-//! | `idem.decisions` | counter | `idem.operation`, `idem.outcome` | one per call: `executed`, `replayed`, `in_flight`, `mismatch`, `released`, `lease_lost`, `store_error`, `completed_late`, `kept`, `abandoned`; logs name the same decisions by the same words (field `decision`) |
+//! | `idem.decisions` | counter | `idem.operation`, `idem.outcome` | one per call: `executed`, `replayed`, `in_flight`, `mismatch`, `released`, `lease_lost`, `store_error`, `completed_late`, `kept`, `abandoned` ([`Decision`]'s outcomes); logs name them, and the steps on the way, by the same words (field `decision`) |
 //! | `idem.store.duration` | histogram, seconds | `idem.store`, `idem.transition` | every store call: `begin`, `complete`, `release`, `renew`, `inspect`, `remove` |
 //! | `idem.claims.held` | gauge | | operations running under a claim in this process |
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::decision::Decision;
 use crate::store::Store;
 
 /// Histogram bucket bounds, in seconds, suited to `idem.store.duration`:
@@ -35,12 +36,16 @@ pub const STORE_DURATION_BUCKETS: &[f64] = &[
 /// Counts one decision about a call of `operation`.
 #[inline]
 #[allow(clippy::ptr_arg)] // The label clones the `Cow`: no allocation for a static name.
-pub(crate) fn decision(operation: &Cow<'static, str>, outcome: &'static str) {
+pub(crate) fn decision(operation: &Cow<'static, str>, outcome: Decision) {
+    debug_assert!(
+        outcome.is_outcome(),
+        "{outcome} is a step, not how a call ends"
+    );
     #[cfg(feature = "metrics")]
     metrics::counter!(
         "idem.decisions",
         "idem.operation" => operation.clone(),
-        "idem.outcome" => outcome
+        "idem.outcome" => outcome.as_str()
     )
     .increment(1);
     #[cfg(not(feature = "metrics"))]

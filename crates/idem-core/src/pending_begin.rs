@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::decision::Decision;
 use crate::fingerprint::Fingerprint;
 use crate::key::{RecordId, Scope};
 use crate::settle::{settle_later, Settle};
@@ -69,7 +70,7 @@ impl Drop for PendingBegin<'_> {
         handle.spawn(async move {
             match answer.await {
                 Ok(Begin::Acquired(lease)) => {
-                    tracing::debug!(target: "idem", scope = %scope, record = %id, token = lease.token.0, decision = "releasing_unused_claim", "the caller went away while the claim was being taken; nothing ran under it, so it is released");
+                    tracing::debug!(target: "idem", scope = %scope, record = %id, token = lease.token.0, decision = Decision::ReleasingUnusedClaim.as_str(), "the caller went away while the claim was being taken; nothing ran under it, so it is released");
                     settle_later(store, id, lease, Settle::Release, scope, Duration::ZERO);
                 }
                 Ok(_) => {}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::decision::Decision;
 use crate::key::{RecordId, Scope};
 use crate::store::{Lease, Outcome, Store};
 
@@ -51,7 +52,7 @@ pub(crate) fn settle_later(
     first_pause: Duration,
 ) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
-        tracing::error!(target: "idem", scope = %scope, record = %id, action = settle.what(), decision = "not_settled", "no tokio runtime to settle the claim in the background; it ends with its lease");
+        tracing::error!(target: "idem", scope = %scope, record = %id, action = settle.what(), decision = Decision::NotSettled.as_str(), "no tokio runtime to settle the claim in the background; it ends with its lease");
         return;
     };
     handle.spawn(async move {
@@ -68,10 +69,10 @@ pub(crate) fn settle_later(
             match done {
                 Ok(()) => {
                     let decision = match settle {
-                        Settle::Complete { .. } => "completed_late",
-                        Settle::Release => "released_late",
+                        Settle::Complete { .. } => Decision::CompletedLate,
+                        Settle::Release => Decision::ReleasedLate,
                     };
-                    tracing::info!(target: "idem", scope = %scope, record = %id, decision, "the claim was settled in the background");
+                    tracing::info!(target: "idem", scope = %scope, record = %id, decision = decision.as_str(), "the claim was settled in the background");
                     return;
                 }
                 Err(e) if e.is_transient() && Instant::now() < give_up => {
@@ -79,8 +80,8 @@ pub(crate) fn settle_later(
                 }
                 Err(e) => {
                     match settle {
-                        Settle::Complete { .. } => tracing::error!(target: "idem", scope = %scope, record = %id, error = %e, decision = "not_recorded", "the operation ran but its result could not be recorded before its lease ended; a retry after that runs it again"),
-                        Settle::Release => tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, decision = "not_released", "the claim could not be released; it ends with its lease"),
+                        Settle::Complete { .. } => tracing::error!(target: "idem", scope = %scope, record = %id, error = %e, decision = Decision::NotRecorded.as_str(), "the operation ran but its result could not be recorded before its lease ended; a retry after that runs it again"),
+                        Settle::Release => tracing::warn!(target: "idem", scope = %scope, record = %id, error = %e, decision = Decision::NotReleased.as_str(), "the claim could not be released; it ends with its lease"),
                     }
                     return;
                 }

@@ -62,7 +62,7 @@ impl CallerGone {
     pub fn before_start(&self) -> bool {
         let gone = self.is_gone();
         if gone {
-            tracing::debug!(target: "idem", decision = "released", "the caller went away before the handler started; nothing ran and the claim is released");
+            tracing::debug!(target: "idem", decision = idem_core::Decision::Released.as_str(), "the caller went away before the handler started; nothing ran and the claim is released");
         }
         gone
     }
@@ -110,11 +110,11 @@ where
 {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
-            tracing::debug!(target: "idem", decision = "detached", "the caller went away; the idempotent part finishes on its own task");
+            tracing::debug!(target: "idem", decision = idem_core::Decision::Detached.as_str(), "the caller went away; the idempotent part finishes on its own task");
             drop(handle.spawn(future));
         }
         Err(_) => {
-            tracing::warn!(target: "idem", decision = "outcome_unknown", "the caller went away outside a tokio runtime; the operation is dropped mid-way and its claim kept until the lease ends");
+            tracing::warn!(target: "idem", decision = idem_core::Decision::Abandoned.as_str(), "the caller went away outside a tokio runtime; the operation is dropped mid-way and its claim kept until the lease ends");
         }
     }
 }
