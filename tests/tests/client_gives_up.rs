@@ -283,12 +283,21 @@ async fn a_handler_that_panics_after_charging_is_not_run_again_while_its_lease_l
         "its outcome is unknown: not run again"
     );
     assert_eq!(charges.load(std::sync::atomic::Ordering::SeqCst), 1);
-    // After the lease, the retry runs (and the provider answers this time).
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(
-        post().await.expect("after the lease").status(),
-        StatusCode::CREATED
-    );
+    // Until the lease ends the retry is told 409; then it runs (and the
+    // provider answers this time).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        let answer = post().await.expect("a retry");
+        if answer.status() != StatusCode::CONFLICT {
+            break answer;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still in flight 10 s after a lease of 800 ms"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(after.status(), StatusCode::CREATED);
     assert_eq!(charges.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
@@ -331,7 +340,15 @@ async fn a_duplicate_whose_client_hangs_up_while_it_waits_leaves_nothing_running
         let addr = addr.clone();
         tokio::spawn(async move { debit_and_read(&addr, path, "wait-1").await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Until the first debit holds its claim.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first debit never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let before = idem_tests::alive_tasks();
     send_and_hang_up(
         &addr,

@@ -582,11 +582,19 @@ async fn force_removed_mid_debit_debits_once<S: Store + Clone>(store: S, ledger:
         let mut client = client.clone();
         async move { client.debit(debit("judy", 1000, Some("forced-1"))).await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let id = idem_core::RecordId::new(
         &idem_core::Scope::new("judy"),
         &idem_core::IdempotencyKey::parse("forced-1").expect("key"),
     );
+    // Until the first debit holds its claim.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.inspect(&id).await.expect("inspect").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first debit never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let removed = store.remove(&id, true).await.expect("remove");
     assert_eq!(removed, idem_core::Removal::Removed);
     let receipt = retry_until_final(&mut client, "judy", 1000, "forced-1")

@@ -101,8 +101,19 @@ async fn a_key_in_flight_is_cleared_only_when_forced_and_the_running_request_is_
         let url = url.clone();
         async move { debit(&url, "bob", "pay-2").await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let (status, record) = admin(reqwest::Method::GET, &ops, "scope=bob&key=pay-2").await;
+    // Until the running request holds its claim.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (status, record) = loop {
+        let (status, record) = admin(reqwest::Method::GET, &ops, "scope=bob&key=pay-2").await;
+        if status != StatusCode::NOT_FOUND {
+            break (status, record);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     assert_eq!(
         (status, &record["state"]),
         (StatusCode::OK, &Value::from("in_flight"))
