@@ -132,7 +132,8 @@ async fn waiting_duplicates_get_the_first_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_gives_up_after_max() {
-    let engine = Engine::new(MemoryStore::new());
+    let store = MemoryStore::new();
+    let engine = Engine::new(store.clone());
     let c = call("wait-max", &serde_json::json!(1));
     let slow = {
         let (engine, c) = (engine.clone(), c.clone());
@@ -145,7 +146,15 @@ async fn waiting_gives_up_after_max() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Until the slow operation holds its claim.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow operation never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let waited = engine
         .run(
             &c.clone().on_in_flight(OnInFlight::Wait {
@@ -204,8 +213,19 @@ async fn worker_that_times_out_after_the_charge_keeps_the_key_until_the_lease_en
 
     // After the lease (nothing renews a dropped operation's claim), a retry
     // runs again under a newer fencing token.
-    tokio::time::sleep(lease).await;
-    let again = engine.run(&c, |_| charge(&runs)).await;
+    let deadline = std::time::Instant::now() + lease * 20;
+    let again = loop {
+        match engine.run(&c, |_| charge(&runs)).await {
+            Err(Error::InFlight { .. }) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "in flight long after the lease"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            other => break other,
+        }
+    };
     assert_eq!(
         again.expect("runs after the lease"),
         Ran::Executed("charge-1".into())
