@@ -125,6 +125,41 @@ pub struct RecordInfo {
     pub state: RecordInfoState,
 }
 
+impl RecordInfo {
+    /// A live record read from the columns a SQL store keeps: its
+    /// fingerprint's 32 bytes, its token, whether it is completed, its
+    /// outcome (a completed record's) and the microseconds it has left (its
+    /// lease, or its lifetime once completed; negative counts as none).
+    /// Fails, saying what is wrong, on a fingerprint of another length, a
+    /// negative token or a completed record without outcome.
+    pub fn from_columns(
+        fingerprint: &[u8],
+        token: i64,
+        completed: bool,
+        outcome: Option<Vec<u8>>,
+        left_us: i64,
+    ) -> Result<Self, &'static str> {
+        let fingerprint: [u8; 32] = fingerprint
+            .try_into()
+            .map_err(|_| "the fingerprint is not 32 bytes")?;
+        let token = u64::try_from(token).map_err(|_| "a negative token")?;
+        let left = Duration::from_micros(u64::try_from(left_us).unwrap_or(0));
+        let state = if completed {
+            RecordInfoState::Completed {
+                expires_in: left,
+                outcome: Outcome::new(outcome.ok_or("a completed record has no outcome")?),
+            }
+        } else {
+            RecordInfoState::InFlight { lease_left: left }
+        };
+        Ok(Self {
+            fingerprint: Fingerprint::from_bytes(fingerprint),
+            token: FencingToken(token),
+            state,
+        })
+    }
+}
+
 /// The state of a live record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordInfoState {

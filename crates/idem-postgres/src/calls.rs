@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use idem_core::machine::micros;
 use idem_core::{
-    Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState,
-    Removal, StoreError,
+    Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, StoreError,
 };
 use sqlx::{PgConnection, Row};
 
@@ -182,32 +181,17 @@ pub(crate) async fn inspect(
     .await
     .map_err(|e| db_error("inspect", e))?;
     let Some(row) = row else { return Ok(None) };
-    let corrupt = |what: &str| StoreError::corrupt(format!("postgres inspect: {what}"));
-    let get = |e: sqlx::Error| corrupt(&e.to_string());
+    let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres inspect: {e}"));
     let fingerprint: Vec<u8> = row.try_get("fingerprint").map_err(get)?;
-    let fingerprint: [u8; 32] = fingerprint
-        .try_into()
-        .map_err(|_| corrupt("the fingerprint is not 32 bytes"))?;
-    let token: i64 = row.try_get("token").map_err(get)?;
-    let completed: bool = row.try_get("completed").map_err(get)?;
-    let outcome: Option<Vec<u8>> = row.try_get("outcome").map_err(get)?;
-    let left_us: i64 = row.try_get("left_us").map_err(get)?;
-    let left = Duration::from_micros(u64::try_from(left_us).unwrap_or(0));
-    let state = if completed {
-        RecordInfoState::Completed {
-            expires_in: left,
-            outcome: Outcome::new(
-                outcome.ok_or_else(|| corrupt("a completed record has no outcome"))?,
-            ),
-        }
-    } else {
-        RecordInfoState::InFlight { lease_left: left }
-    };
-    Ok(Some(RecordInfo {
-        fingerprint: Fingerprint::from_bytes(fingerprint),
-        token: FencingToken(u64::try_from(token).map_err(|_| corrupt("a negative token"))?),
-        state,
-    }))
+    RecordInfo::from_columns(
+        &fingerprint,
+        row.try_get("token").map_err(get)?,
+        row.try_get("completed").map_err(get)?,
+        row.try_get("outcome").map_err(get)?,
+        row.try_get("left_us").map_err(get)?,
+    )
+    .map(Some)
+    .map_err(|what| StoreError::corrupt(format!("postgres inspect: {what}")))
 }
 
 /// Ends the live record `id` (an in-flight one only if `force`).
