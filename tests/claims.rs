@@ -28,3 +28,38 @@ pub async fn claim(store: &dyn Store, call: &idem_core::Call, lease: Duration) -
         ),
     }
 }
+
+/// Polls `call`'s completed record until its lifetime is over by the
+/// store's clock: a retry is then refused as expired.
+pub async fn wait_until_expired(store: &dyn Store, call: &idem_core::Call) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match store
+            .begin(call.record_id(), call.fingerprint(), Duration::from_secs(30))
+            .await
+        {
+            Ok(Begin::Expired) => return,
+            Ok(Begin::Replay(_)) if std::time::Instant::now() < deadline => {}
+            other => panic!("waiting for {:?} to expire, got {other:?}", call.key()),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls `call`'s completed record until its trace is over too by the
+/// store's clock: the retry that finds it so claims the record (kept, with
+/// a lease of 30 s).
+pub async fn wait_until_forgotten(store: &dyn Store, call: &idem_core::Call) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match store
+            .begin(call.record_id(), call.fingerprint(), Duration::from_secs(30))
+            .await
+        {
+            Ok(Begin::Acquired(_)) => return,
+            Ok(Begin::Replay(_) | Begin::Expired) if std::time::Instant::now() < deadline => {}
+            other => panic!("waiting for {:?} to be forgotten, got {other:?}", call.key()),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

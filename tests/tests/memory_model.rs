@@ -1,6 +1,7 @@
 //! Property test: `MemoryStore` against a model of the transition table
 //! written independently, over random sequences of begin, complete, release,
-//! renew, purge and clock advances. Every answer must agree.
+//! renew, purge and clock advances. Every answer must agree, late retries
+//! of expired records (refused while their trace lasts) included.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -62,12 +63,16 @@ struct ModelRecord {
     until_us: u64,
 }
 
+/// How long the store keeps a trace of an expired record.
+const TRACE_MS: u64 = 150;
+
 #[derive(Debug, PartialEq)]
 enum Said {
     Acquired,
     InFlight(Duration),
     Replay(Vec<u8>),
     Mismatch,
+    Expired,
     Ok,
     LeaseLost,
 }
@@ -84,6 +89,15 @@ impl Model {
         self.records.get(&key).filter(|r| r.until_us > self.now_us)
     }
 
+    /// A completed record past its lifetime whose trace still lasts.
+    fn traced(&self, key: u8) -> Option<&ModelRecord> {
+        self.records.get(&key).filter(|r| {
+            r.completed.is_some()
+                && r.until_us <= self.now_us
+                && r.until_us + TRACE_MS * 1000 > self.now_us
+        })
+    }
+
     fn holds(&self, key: u8, lease: usize) -> bool {
         self.live(key)
             .is_some_and(|r| r.holder == lease && r.completed.is_none())
@@ -92,6 +106,13 @@ impl Model {
     fn apply(&mut self, op: &Op) -> Option<Said> {
         let now = self.now_us;
         Some(match *op {
+            Op::Begin { key, fp, .. } if self.traced(key).is_some() => {
+                if self.traced(key).is_some_and(|r| r.fp == fp) {
+                    Said::Expired
+                } else {
+                    Said::Mismatch
+                }
+            }
             Op::Begin { key, fp, lease_ms } => match self.live(key).cloned() {
                 Some(r) if r.fp != fp => Said::Mismatch,
                 Some(r) => match r.completed {
@@ -203,6 +224,7 @@ async fn store_says(
                 Ok(Begin::InFlight { retry_after }) => Some(Said::InFlight(retry_after)),
                 Ok(Begin::Replay(o)) => Some(Said::Replay(o.into_bytes())),
                 Ok(Begin::Mismatch) => Some(Said::Mismatch),
+                Ok(Begin::Expired) => Some(Said::Expired),
                 Err(e) => return Err(TestCaseError::fail(format!("step {step}: {e}"))),
             }
         }
@@ -273,6 +295,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         .clock(Arc::clone(&clock))
         .shards(2)
         .purge_interval(None)
+        .expired_trace(Duration::from_millis(TRACE_MS))
         .build();
     let mut model = Model {
         now_us: START_US,

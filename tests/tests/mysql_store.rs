@@ -605,7 +605,9 @@ async fn a_row_locked_past_the_lock_wait_timeout_is_a_transient_error() {
 
 #[tokio::test]
 async fn expired_records_are_purged_in_bounded_batches() {
-    let store = mysql_store().await;
+    let store = mysql_store()
+        .await
+        .with_expired_trace(Duration::from_millis(300));
     let ttl = Duration::from_millis(200);
     let mut last = None;
     for i in 0..7 {
@@ -628,16 +630,18 @@ async fn expired_records_are_purged_in_bounded_batches() {
         )
         .await
         .expect("complete");
-    // Until the last short-lived record has expired by the server's clock.
+    // Expired and traced: a late retry is refused, and nothing is purged.
     let last = last.expect("seven");
-    while store
-        .inspect(last.record_id())
+    idem_tests::wait_until_expired(&store, &last).await;
+    assert_eq!(store.purge_expired(5).await.expect("purge"), 0, "traced");
+    // Once the traces have ended too.
+    let probe = call("probe");
+    let l = idem_tests::claim(&store, &probe, Duration::from_secs(30)).await;
+    store
+        .complete(probe.record_id(), &l, &Outcome::new(vec![3]), ttl)
         .await
-        .expect("inspect")
-        .is_some()
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        .expect("complete");
+    idem_tests::wait_until_forgotten(&store, &probe).await;
     assert_eq!(
         store.purge_expired(5).await.expect("purge"),
         5,
@@ -653,7 +657,7 @@ async fn expired_records_are_purged_in_bounded_batches() {
     .await
     .expect("count")
     .get(0);
-    assert_eq!(count, 1, "the live record stays");
+    assert_eq!(count, 2, "the live record and the probe's new claim stay");
     assert!(matches!(
         store
             .begin(live.record_id(), live.fingerprint(), Duration::from_secs(1))
@@ -712,7 +716,9 @@ async fn a_read_only_server_refuses_claims_as_transient_and_nothing_runs() {
 
 #[tokio::test]
 async fn the_background_purger_drains_expired_records_in_batches() {
-    let store = mysql_store().await;
+    let store = mysql_store()
+        .await
+        .with_expired_trace(Duration::from_millis(100));
     let ttl = Duration::from_millis(100);
     for i in 0..5 {
         let c = call(&format!("bg-{i}"));

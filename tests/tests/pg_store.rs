@@ -215,7 +215,8 @@ async fn migration_runs_twice_and_concurrently() {
 
 #[tokio::test]
 async fn purge_deletes_expired_records_in_bounded_batches() {
-    let store = pg_store().await;
+    let trace = Duration::from_millis(300);
+    let store = pg_store().await.with_expired_trace(trace);
     let ttl = Duration::from_millis(200);
     for i in 0..7 {
         let c = call(&format!("expire-{i}"));
@@ -236,7 +237,18 @@ async fn purge_deletes_expired_records_in_bounded_batches() {
         )
         .await
         .expect("complete");
-    tokio::time::sleep(ttl * 3).await;
+    // Expired and traced: a late retry is refused, and nothing is purged.
+    let last = call("expire-6");
+    idem_tests::wait_until_expired(&store, &last).await;
+    assert_eq!(store.purge_expired(5).await.expect("purge"), 0, "traced");
+    // Once the traces have ended too.
+    let probe = call("probe");
+    let l = idem_tests::claim(&store, &probe, Duration::from_secs(30)).await;
+    store
+        .complete(probe.record_id(), &l, &Outcome::new(vec![3]), ttl)
+        .await
+        .expect("complete");
+    idem_tests::wait_until_forgotten(&store, &probe).await;
     assert_eq!(
         store.purge_expired(5).await.expect("purge"),
         5,
@@ -251,7 +263,7 @@ async fn purge_deletes_expired_records_in_bounded_batches() {
     .fetch_one(store.pool())
     .await
     .expect("count");
-    assert_eq!(count, 1, "the live record stays");
+    assert_eq!(count, 2, "the live record and the probe's new claim stay");
     assert!(matches!(
         store
             .begin(live.record_id(), live.fingerprint(), Duration::from_secs(1))

@@ -241,6 +241,7 @@ impl Protocol {
                     lease,
                     outcome,
                     ttl,
+                    trace,
                 },
             ) => {
                 // Written whatever is there: as if this claim held it.
@@ -258,6 +259,7 @@ impl Protocol {
                         lease,
                         outcome,
                         ttl,
+                        trace,
                     },
                 )
             }
@@ -570,6 +572,8 @@ impl Protocol {
                 lease: &lease,
                 outcome: &outcome,
                 ttl: TTL,
+                // Records outlive the run: no trace is ever reached.
+                trace: Duration::ZERO,
             },
         );
         if let Effect::Put(r) = effect {

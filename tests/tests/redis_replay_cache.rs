@@ -158,7 +158,7 @@ async fn a_payment_removed_on_another_instance_runs_again_here(kind: Server) {
     assert_eq!(here.debits.load(Ordering::SeqCst), 2);
 }
 
-async fn a_retry_after_the_records_ttl_runs_again(kind: Server) {
+async fn a_retry_after_the_records_ttl_is_refused_not_replayed(kind: Server) {
     let server = PrivateRedis::start_on(kind, false);
     let mut con = redis_connection(&server.url()).await;
     let ttl = Duration::from_millis(400);
@@ -175,8 +175,10 @@ async fn a_retry_after_the_records_ttl_runs_again(kind: Server) {
     assert!(completed.elapsed() < ttl, "cached before the TTL ran out");
 
     tokio::time::sleep_until((completed + ttl + Duration::from_millis(50)).into()).await;
-    let after = instance.pay(&call).await.expect("after the TTL");
-    assert_eq!(after, Ran::Executed("receipt of debit 2".to_owned()));
+    // Neither replayed from the cache nor run again: refused by the trace.
+    let after = instance.pay(&call).await;
+    assert!(matches!(after, Err(Error::Expired)), "{after:?}");
+    assert_eq!(instance.debits.load(Ordering::SeqCst), 1, "debited once");
 }
 
 async fn a_removal_made_while_this_instance_was_not_listening_is_not_missed(kind: Server) {
@@ -207,6 +209,6 @@ async fn a_removal_made_while_this_instance_was_not_listening_is_not_missed(kind
 idem_tests::on_redis_and_valkey!(
     retries_of_a_finished_payment_cost_redis_nothing,
     a_payment_removed_on_another_instance_runs_again_here,
-    a_retry_after_the_records_ttl_runs_again,
+    a_retry_after_the_records_ttl_is_refused_not_replayed,
     a_removal_made_while_this_instance_was_not_listening_is_not_missed
 );

@@ -31,6 +31,8 @@ use proptest::test_runner::{Config, TestRunner};
 const SHORT: Duration = Duration::from_millis(10);
 const LONG: Duration = Duration::from_mins(10);
 const ADVANCE: Duration = Duration::from_millis(60);
+/// How long the stores trace an expired record: their default.
+const TRACE: Duration = Duration::from_hours(24);
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -104,6 +106,7 @@ enum Said {
     InFlight,
     Replay(Vec<u8>),
     Mismatch,
+    Expired,
     Completed,
     Released,
     Renewed,
@@ -119,6 +122,7 @@ fn said(answer: Answer) -> Said {
         Answer::Begin(Begin::InFlight { .. }) => Said::InFlight,
         Answer::Begin(Begin::Replay(o)) => Said::Replay(o.into_bytes()),
         Answer::Begin(Begin::Mismatch) => Said::Mismatch,
+        Answer::Begin(Begin::Expired) => Said::Expired,
         Answer::Completed => Said::Completed,
         Answer::Released => Said::Released,
         Answer::Renewed(_) => Said::Renewed,
@@ -264,6 +268,9 @@ async fn both_say(
                 lease: &its,
                 outcome: &o,
                 ttl,
+                // The stores' default: an expired record (a short one) is
+                // traced through the whole sequence.
+                trace: TRACE,
             };
             (answer, said(model.step(key, event)))
         }

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-/// What idem decided about a call. The first ten are how a call ends, and
+/// What idem decided about a call. The first eleven are how a call ends, and
 /// each call is counted once under one of them ([`is_outcome`](Self::is_outcome));
 /// the others are steps on the way, logged only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,6 +19,9 @@ pub enum Decision {
     InFlight,
     /// The key was used for a different request.
     Mismatch,
+    /// A late retry: the key's record has expired, its trace refused to run
+    /// it again.
+    Expired,
     /// The claim was given up (a transient failure, a 5xx): a retry runs again.
     Released,
     /// The operation finished after its claim was lost; nothing was recorded.
@@ -66,11 +69,12 @@ pub enum Decision {
 
 impl Decision {
     /// Every decision, outcomes first.
-    pub const ALL: [Decision; 25] = [
+    pub const ALL: [Decision; 26] = [
         Self::Executed,
         Self::Replayed,
         Self::InFlight,
         Self::Mismatch,
+        Self::Expired,
         Self::Released,
         Self::LeaseLost,
         Self::StoreError,
@@ -101,6 +105,7 @@ impl Decision {
             Self::Replayed => "replayed",
             Self::InFlight => "in_flight",
             Self::Mismatch => "mismatch",
+            Self::Expired => "expired",
             Self::Released => "released",
             Self::LeaseLost => "lease_lost",
             Self::StoreError => "store_error",
@@ -134,6 +139,7 @@ impl Decision {
                 | Self::Replayed
                 | Self::InFlight
                 | Self::Mismatch
+                | Self::Expired
                 | Self::Released
                 | Self::LeaseLost
                 | Self::StoreError
@@ -155,11 +161,11 @@ mod tests {
     use super::Decision;
 
     #[test]
-    fn every_decision_has_its_own_word_and_ten_are_outcomes() {
+    fn every_decision_has_its_own_word_and_eleven_are_outcomes() {
         let words: std::collections::HashSet<&str> =
             Decision::ALL.iter().map(|d| d.as_str()).collect();
         assert_eq!(words.len(), Decision::ALL.len());
-        assert_eq!(Decision::ALL.iter().filter(|d| d.is_outcome()).count(), 10);
-        assert!(Decision::ALL[..10].iter().all(|d| d.is_outcome()));
+        assert_eq!(Decision::ALL.iter().filter(|d| d.is_outcome()).count(), 11);
+        assert!(Decision::ALL[..11].iter().all(|d| d.is_outcome()));
     }
 }

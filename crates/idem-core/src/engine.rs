@@ -241,7 +241,7 @@ impl Engine {
     /// # Errors
     ///
     /// As [`execute`](Self::execute) before its operation runs:
-    /// [`Error::Mismatch`], [`Error::InFlight`], [`Error::Store`].
+    /// [`Error::Mismatch`], [`Error::Expired`], [`Error::InFlight`], [`Error::Store`].
     pub async fn begin(&self, call: &Call) -> Result<Begun, Error> {
         Ok(match self.claim_or_replay(call).await? {
             Ok((lease, lease_len, ttl)) => Begun::Claimed(Claimed {
@@ -325,6 +325,10 @@ impl Engine {
                 Ok(Begin::Mismatch) => {
                     decision(call, Decision::Mismatch);
                     return Err(Error::Mismatch);
+                }
+                Ok(Begin::Expired) => {
+                    decision(call, Decision::Expired);
+                    return Err(Error::Expired);
                 }
                 Ok(Begin::InFlight { retry_after }) => {
                     let waited = started.get_or_insert_with(Instant::now).elapsed();

@@ -26,6 +26,11 @@ pub enum Error<E = Infallible> {
     },
     /// The key was already used for a different request.
     Mismatch,
+    /// A late retry: the operation completed before, but its record has
+    /// expired, so its result can no longer be answered; it is not run
+    /// again (the record's trace, kept for the store's trace window, says
+    /// the key was used). A new key runs it as a new operation.
+    Expired,
     /// The operation finished after its claim was lost (the lease ran out and
     /// another caller may have taken over); its result was not recorded.
     LeaseLost,
@@ -67,6 +72,7 @@ impl Error<Infallible> {
         match self {
             Error::InFlight { retry_after } => Error::InFlight { retry_after },
             Error::Mismatch => Error::Mismatch,
+            Error::Expired => Error::Expired,
             Error::LeaseLost => Error::LeaseLost,
             Error::Store(e) => Error::Store(e),
             Error::Codec(e) => Error::Codec(e),
@@ -94,6 +100,11 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::Mismatch => f.write_str(
                 "this idempotency key was already used for a different request; send a new key \
                  for a new request",
+            ),
+            Error::Expired => f.write_str(
+                "a request with this idempotency key completed earlier, and its recorded result \
+                 has expired, so it cannot be answered again; it is not run again: send a new \
+                 key to run it as a new request",
             ),
             Error::LeaseLost => f.write_str(
                 "the operation finished after its claim was lost (its lease ran out and it may \

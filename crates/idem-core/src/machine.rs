@@ -13,17 +13,22 @@
 //! | in-flight, same fp | begin | `InFlight { retry_after }` | none |
 //! | completed, same fp | begin | `Replay(outcome)` | none |
 //! | in-flight or completed, other fp | begin | `Mismatch` | none |
-//! | in-flight, holder's token | complete | `Completed` | put completed until `now + ttl` |
+//! | expired, traced, same fp | begin | `Expired` | none |
+//! | expired, traced, other fp | begin | `Mismatch` | none |
+//! | in-flight, holder's token | complete | `Completed` | put completed until `now + ttl`, traced `trace` longer |
 //! | completed by the holder's token | complete | `Completed` | none (first outcome kept) |
 //! | in-flight, holder's token | release | `Released` | the lease ends now |
 //! | in-flight, holder's token | renew | `Renewed` | lease until `now + duration` |
 //! | anything else | complete, release, renew | `LeaseLost` | none |
-//! | completed, or in-flight with `force` | remove | `Removed` | ends now, token kept |
+//! | completed, traced, or in-flight with `force` | remove | `Removed` | ends now, token kept |
 //! | in-flight, no `force` | remove | `RemoveRefused` | none |
 //! | none | remove | `Absent` | none |
 //!
 //! A record is *live* while it is in flight before its lease deadline, or
-//! completed before its expiry; a record that is not live counts as none.
+//! completed before its expiry; a record that is not live counts as none,
+//! but for one case: a completed record past its expiry is *traced* until
+//! its trace ends (`trace` after its expiry, a store's setting), and a
+//! retry of it then is refused as `Expired` rather than run again.
 //!
 //! A new claim's fencing token is `max(previous token + 1, now)`, so tokens
 //! grow for as long as a record (live or not) is kept, and from the clock once
@@ -63,6 +68,9 @@ pub enum RecordState {
         outcome: Outcome,
         /// When the record expires, in store-clock microseconds.
         expires_at: u64,
+        /// Until when a trace of it refuses a late retry (`expires_at` when
+        /// the store keeps none), in store-clock microseconds.
+        traced_until: u64,
     },
 }
 
@@ -75,11 +83,24 @@ impl Record {
         }
     }
 
-    /// Whether a store may forget this record at `now`: it is not live, and
-    /// the clock has passed its token, so that a token drawn from the clock
-    /// later is still greater.
+    /// Whether the record, no longer live, is still traced at `now`: a
+    /// completed record past its expiry, before its trace ends.
+    pub fn is_traced(&self, now: u64) -> bool {
+        match self.state {
+            RecordState::InFlight { .. } => false,
+            RecordState::Completed {
+                expires_at,
+                traced_until,
+                ..
+            } => expires_at <= now && traced_until > now,
+        }
+    }
+
+    /// Whether a store may forget this record at `now`: it is neither live
+    /// nor traced, and the clock has passed its token, so that a token
+    /// drawn from the clock later is still greater.
     pub fn droppable(&self, now: u64) -> bool {
-        !self.is_live(now) && self.token.0 < now
+        !self.is_live(now) && !self.is_traced(now) && self.token.0 < now
     }
 }
 
@@ -101,6 +122,9 @@ pub enum Event<'a> {
         outcome: &'a Outcome,
         /// How long to keep it.
         ttl: Duration,
+        /// How long to keep a trace of it once it has expired (the store's
+        /// setting; zero keeps none).
+        trace: Duration,
     },
     /// [`Store::release`](crate::Store::release).
     Release {
@@ -156,8 +180,9 @@ pub fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// An operator ends a record. Ended rather than deleted: the record stays,
-/// not live, with its token, so that the next claim's token is greater.
+/// An operator ends a record (or its trace). Ended rather than deleted: the
+/// record stays, not live, with its token, so that the next claim's token is
+/// greater.
 fn remove(live: Option<&Record>, now: u64, force: bool) -> (Answer, Effect) {
     match live {
         None => (Answer::Absent, Effect::Keep),
@@ -179,7 +204,13 @@ fn remove(live: Option<&Record>, now: u64, force: bool) -> (Answer, Effect) {
 /// `now` (microseconds), returning the answer and the write to perform.
 pub fn step(record: Option<&Record>, now: u64, event: Event<'_>) -> (Answer, Effect) {
     let live = record.filter(|r| r.is_live(now));
+    let traced = record.filter(|r| r.is_traced(now));
     match event {
+        Event::Begin { fingerprint, .. } if traced.is_some() => {
+            let same = traced.is_some_and(|r| r.fingerprint == *fingerprint);
+            let answer = if same { Begin::Expired } else { Begin::Mismatch };
+            (Answer::Begin(answer), Effect::Keep)
+        }
         Event::Begin { fingerprint, lease } => match live {
             None => {
                 let token = FencingToken(
@@ -224,19 +255,24 @@ pub fn step(record: Option<&Record>, now: u64, event: Event<'_>) -> (Answer, Eff
             lease,
             outcome,
             ttl,
+            trace,
         } => match live {
             Some(r) if r.token == lease.token => match r.state {
-                RecordState::InFlight { .. } => (
-                    Answer::Completed,
-                    Effect::Put(Record {
-                        fingerprint: r.fingerprint,
-                        token: r.token,
-                        state: RecordState::Completed {
-                            outcome: outcome.clone(),
-                            expires_at: now.saturating_add(micros(ttl)),
-                        },
-                    }),
-                ),
+                RecordState::InFlight { .. } => {
+                    let expires_at = now.saturating_add(micros(ttl));
+                    (
+                        Answer::Completed,
+                        Effect::Put(Record {
+                            fingerprint: r.fingerprint,
+                            token: r.token,
+                            state: RecordState::Completed {
+                                outcome: outcome.clone(),
+                                expires_at,
+                                traced_until: expires_at.saturating_add(micros(trace)),
+                            },
+                        }),
+                    )
+                }
                 RecordState::Completed { .. } => (Answer::Completed, Effect::Keep),
             },
             _ => (Answer::LeaseLost, Effect::Keep),
@@ -276,7 +312,7 @@ pub fn step(record: Option<&Record>, now: u64, event: Event<'_>) -> (Answer, Eff
             }
             _ => (Answer::LeaseLost, Effect::Keep),
         },
-        Event::Remove { force } => remove(live, now, force),
+        Event::Remove { force } => remove(live.or(traced), now, force),
     }
 }
 
@@ -286,6 +322,7 @@ mod tests {
 
     const LEASE: Duration = Duration::from_secs(10);
     const TTL: Duration = Duration::from_secs(100);
+    const TRACE: Duration = Duration::from_secs(100);
     const S: u64 = 1_000_000;
 
     fn fp(n: u8) -> Fingerprint {
@@ -307,6 +344,7 @@ mod tests {
             state: RecordState::Completed {
                 outcome: Outcome::new(b"ok".to_vec()),
                 expires_at,
+                traced_until: expires_at,
             },
         }
     }
@@ -423,6 +461,54 @@ mod tests {
         assert!(matches!(a, Answer::Begin(Begin::Acquired(l)) if l.token == FencingToken(100 * S)));
     }
 
+    fn traced(token: u64, expires_at: u64, traced_until: u64) -> Record {
+        let mut r = completed(token, expires_at);
+        if let RecordState::Completed { traced_until: t, .. } = &mut r.state {
+            *t = traced_until;
+        }
+        r
+    }
+
+    #[test]
+    fn a_late_retry_of_a_traced_record_is_refused_not_run_again() {
+        let r = traced(7, 100 * S, 200 * S);
+        assert!(!r.is_live(100 * S) && r.is_traced(100 * S));
+        assert_eq!(
+            step(Some(&r), 100 * S, begin(1).0),
+            (Answer::Begin(Begin::Expired), Effect::Keep)
+        );
+        assert_eq!(
+            step(Some(&r), 199 * S, begin(2).0),
+            (Answer::Begin(Begin::Mismatch), Effect::Keep),
+            "another request under the key is still a mismatch"
+        );
+        assert!(!r.droppable(199 * S), "kept while traced");
+        // Once the trace ends, the key is free again.
+        let (a, _) = step(Some(&r), 200 * S, begin(1).0);
+        assert!(matches!(a, Answer::Begin(Begin::Acquired(l)) if l.token == FencingToken(200 * S)));
+        assert!(r.droppable(200 * S));
+        // While live, the trace changes nothing.
+        assert_eq!(
+            step(Some(&r), 99 * S, begin(1).0),
+            (
+                Answer::Begin(Begin::Replay(Outcome::new(b"ok".to_vec()))),
+                Effect::Keep
+            )
+        );
+    }
+
+    #[test]
+    fn an_operator_removes_a_trace_and_the_key_runs_again() {
+        let r = traced(7, 100 * S, 200 * S);
+        let (a, e) = step(Some(&r), 150 * S, Event::Remove { force: false });
+        assert_eq!(a, Answer::Removed);
+        let Effect::Put(ended) = e else {
+            panic!("{e:?}")
+        };
+        let (a, _) = step(Some(&ended), 150 * S, begin(1).0);
+        assert!(matches!(a, Answer::Begin(Begin::Acquired(l)) if l.token == FencingToken(150 * S)));
+    }
+
     // ---- complete ---------------------------------------------------------------
 
     #[test]
@@ -436,6 +522,7 @@ mod tests {
                 lease: &lease(7),
                 outcome: &out,
                 ttl: TTL,
+                trace: TRACE,
             },
         );
         assert_eq!(a, Answer::Completed);
@@ -446,7 +533,8 @@ mod tests {
                 token: FencingToken(7),
                 state: RecordState::Completed {
                     outcome: out,
-                    expires_at: 155 * S
+                    expires_at: 155 * S,
+                    traced_until: 255 * S,
                 }
             })
         );
@@ -461,6 +549,7 @@ mod tests {
             lease: &lease(7),
             outcome: &out,
             ttl: TTL,
+            trace: TRACE,
         };
         assert_eq!(
             step(Some(&r), 55 * S, ev),
@@ -490,6 +579,7 @@ mod tests {
             lease: &lease(7),
             outcome: &out,
             ttl: TTL,
+            trace: TRACE,
         };
         assert_eq!(
             step(Some(&r), 55 * S, ev),

@@ -44,6 +44,8 @@ struct Inner {
     last_full_purge: AtomicU64,
     max_bytes: usize,
     when_full: WhenFull,
+    /// How long a completed record is traced once expired.
+    trace: Duration,
     clock: Box<dyn Clock>,
 }
 
@@ -172,7 +174,9 @@ impl Inner {
     /// holds at most `target` bytes or has nothing left to evict; returns
     /// how many it evicted.
     fn evict_down_to(&self, target: usize) -> u64 {
-        let mut evicted = 0;
+        let now = self.clock.now_micros();
+        let (mut evicted, mut traces) = (0, 0u64);
+        let mut soonest_left: Option<u64> = None;
         while self.bytes.load(Ordering::SeqCst) > target {
             let oldest = self
                 .shards
@@ -185,12 +189,22 @@ impl Inner {
             if let Some(bytes) = lock(&self.shards[i]).evict(at, &id) {
                 self.bytes.fetch_sub(bytes, Ordering::SeqCst);
                 self.len.fetch_sub(1, Ordering::SeqCst);
-                evicted += 1;
+                // Expired records (kept as traces) go first, as they are
+                // closest to expiry; a live one lost its promise.
+                if at > now {
+                    evicted += 1;
+                    soonest_left.get_or_insert(at - now);
+                } else {
+                    traces += 1;
+                }
             }
         }
         if evicted > 0 {
             self.evictions.fetch_add(evicted, Ordering::SeqCst);
-            tracing::info!(target: "idem", evicted, max_bytes = self.max_bytes, decision = Decision::Evicted.as_str(), "memory store at its byte bound: evicted the completed records closest to expiry; a retry of one of them runs again");
+            let left = Duration::from_micros(soonest_left.unwrap_or(0));
+            tracing::warn!(target: "idem", evicted, traces_evicted = traces, max_bytes = self.max_bytes, lifetime_left_s = left.as_secs(), decision = Decision::Evicted.as_str(), "memory store at its byte bound: evicted {evicted} completed records before their lifetime ended (the first with {left:?} left); a retry of one of them runs again: raise max_bytes, shorten the TTL, or use WhenFull::Refuse");
+        } else if traces > 0 {
+            tracing::debug!(target: "idem", traces_evicted = traces, max_bytes = self.max_bytes, "memory store at its byte bound: evicted traces of expired records; a late retry of one of them runs again");
         }
         evicted
     }
@@ -233,6 +247,7 @@ impl MemoryStore {
         MemoryStoreBuilder {
             max_bytes: 256 << 20,
             when_full: WhenFull::EvictOldest,
+            trace: Duration::from_hours(24),
             shards: 64,
             purge_interval: Some(Duration::from_secs(30)),
             clock: Box::new(SystemClock),
@@ -255,13 +270,17 @@ impl MemoryStore {
         self.inner.bytes.load(Ordering::SeqCst)
     }
 
-    /// How many completed records were evicted at the bound since the store
-    /// was built.
+    /// How many completed records were evicted at the bound before their
+    /// lifetime ended, since the store was built: each a record whose retry
+    /// would have been answered and now runs again. Each eviction is also
+    /// logged as a warning (the decision `evicted`). Traces of records
+    /// already expired, evicted first, are not counted.
     pub fn evictions(&self) -> u64 {
         self.inner.evictions.load(Ordering::SeqCst)
     }
 
-    /// Drops every record that is no longer live; returns how many.
+    /// Drops every record that is no longer live (nor traced); returns how
+    /// many.
     pub fn purge_expired(&self) -> usize {
         self.inner.purge_expired()
     }
@@ -299,6 +318,7 @@ impl MemoryStore {
             lease: &completion.lease,
             outcome: &completion.outcome,
             ttl: completion.ttl,
+            trace: self.inner.trace,
         };
         let applied = shard.apply(&completion.id, now, event, |_| true);
         drop(shard);
@@ -345,6 +365,7 @@ impl MemoryStore {
                 lease,
                 outcome,
                 ttl,
+                trace: self.inner.trace,
             },
         )?)
     }
@@ -478,6 +499,7 @@ impl Store for MemoryStore {
                 RecordState::Completed {
                     outcome,
                     expires_at,
+                    ..
                 } => RecordInfoState::Completed {
                     expires_in: left(expires_at),
                     outcome,

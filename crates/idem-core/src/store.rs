@@ -110,8 +110,13 @@ pub enum Begin {
     },
     /// The operation completed before; here is its recorded outcome.
     Replay(Outcome),
-    /// The key is in use (in flight or completed) for a different request.
+    /// The key is in use (in flight or completed) for a different request,
+    /// or was, and its record's trace still says so.
     Mismatch,
+    /// The operation completed before and its record has expired: its
+    /// outcome is no longer kept, and a trace of it (its fingerprint, kept
+    /// for the store's trace window) refuses to run it again.
+    Expired,
 }
 
 /// What a live record says, for operators ([`Store::inspect`]).

@@ -95,6 +95,12 @@ impl Problem {
                 "this Idempotency-Key was already used with a different request (method, path, \
                  query or body); use a new key for a new request",
             ),
+            Error::Expired => Problem::new(
+                ProblemKind::KeyExpired,
+                "a request with this Idempotency-Key was processed earlier, and its recorded \
+                 response has expired, so it cannot be sent again; the request was not processed \
+                 again. Use a new key to make it as a new request",
+            ),
             Error::Store(_) => Problem::new(
                 ProblemKind::StoreUnavailable,
                 "the idempotency store could not be reached, so the request was not processed; \

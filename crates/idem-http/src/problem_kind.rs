@@ -18,6 +18,14 @@ pub enum ProblemKind {
     InFlight,
     /// 422: the key was already used with a different request.
     KeyReused,
+    /// 412: a late retry. The key's request completed earlier, but its
+    /// recorded response has expired; a trace of it (kept for the store's
+    /// trace window) refuses to process it again. 412, as the OASIS
+    /// Repeatable Requests specification answers a request repeated past
+    /// the server's tracking window: the precondition of a retry, that its
+    /// response is still kept, failed. Not 410, which says the endpoint
+    /// itself is gone and is cacheable by default.
+    KeyExpired,
     /// 413: the request body is larger than the configured limit.
     RequestTooLarge,
     /// 400: the request body could not be read.
@@ -58,11 +66,12 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind.
-    pub const ALL: [ProblemKind; 17] = [
+    pub const ALL: [ProblemKind; 18] = [
         ProblemKind::KeyMissing,
         ProblemKind::KeyMalformed,
         ProblemKind::InFlight,
         ProblemKind::KeyReused,
+        ProblemKind::KeyExpired,
         ProblemKind::RequestTooLarge,
         ProblemKind::BodyUnreadable,
         ProblemKind::StoreUnavailable,
@@ -92,6 +101,7 @@ impl ProblemKind {
             ProblemKind::KeyMalformed => "key-malformed",
             ProblemKind::InFlight => "request-in-flight",
             ProblemKind::KeyReused => "key-reused",
+            ProblemKind::KeyExpired => "key-expired",
             ProblemKind::RequestTooLarge => "request-too-large",
             ProblemKind::BodyUnreadable => "body-unreadable",
             ProblemKind::StoreUnavailable => "store-unavailable",
@@ -120,6 +130,7 @@ impl ProblemKind {
             ProblemKind::UnsupportedMediaType => 415,
             ProblemKind::InFlight | ProblemKind::LeaseLost => 409,
             ProblemKind::KeyReused | ProblemKind::BodyInvalid => 422,
+            ProblemKind::KeyExpired => 412,
             ProblemKind::RequestTooLarge => 413,
             ProblemKind::StoreUnavailable | ProblemKind::CommitUncertain => 503,
             ProblemKind::ReplayUnreadable
@@ -135,6 +146,7 @@ impl ProblemKind {
             ProblemKind::KeyMalformed => "Idempotency key is malformed",
             ProblemKind::InFlight => "A request with this Idempotency-Key is being processed",
             ProblemKind::KeyReused => "Idempotency-Key was already used for a different request",
+            ProblemKind::KeyExpired => "Idempotency-Key's recorded response has expired",
             ProblemKind::RequestTooLarge => "Request body is too large",
             ProblemKind::BodyUnreadable => "Request body could not be read",
             ProblemKind::StoreUnavailable => "Idempotency store is unavailable",

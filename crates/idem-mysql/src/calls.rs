@@ -25,8 +25,8 @@ fn prepared<'q>(statement: &Arc<str>) -> sqlx::query::Query<'q, MySql, MySqlArgu
 
 /// Claims `id` for `fingerprint` (machine rows: begin): one statement for
 /// a first request (the claim, whose insert id is the token it granted),
-/// and a read after it when the record was live, to tell in flight, replay
-/// and mismatch apart.
+/// and a read after it when the record was live or traced, to tell in
+/// flight, replay, expired and mismatch apart.
 pub(crate) async fn begin(
     pool: &MySqlPool,
     sql: &Sql,
@@ -67,6 +67,10 @@ pub(crate) async fn begin(
         let get = |e: sqlx::Error| db_error("begin", e);
         if row.try_get::<i64, _>("same").map_err(get)? == 0 {
             return Ok(Begin::Mismatch);
+        }
+        // expired, traced, same fingerprint | begin -> Expired.
+        if row.try_get::<i64, _>("live").map_err(get)? == 0 {
+            return Ok(Begin::Expired);
         }
         if !row.try_get::<bool, _>("completed").map_err(get)? {
             let left: i64 = row.try_get("left_us").map_err(get)?;

@@ -79,6 +79,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use idem_core::machine::micros;
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
     StoreError, StoreFuture,
@@ -103,6 +104,8 @@ pub struct MySqlStore {
     pool: MySqlPool,
     database: Option<Arc<str>>,
     table: Arc<str>,
+    /// How long a completed record is traced once expired.
+    trace: Duration,
     sql: Arc<Sql>,
     /// This process's waiting duplicates, woken by its own changes.
     wakes: Arc<Wakes>,
@@ -120,17 +123,32 @@ impl fmt::Debug for MySqlStore {
 /// The default table.
 pub const DEFAULT_TABLE: &str = "idem_records";
 
+/// How long a completed record's trace outlives it by default: a day.
+pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
+
 impl MySqlStore {
     /// A store on `pool`, in the table `idem_records` of the pool's database.
     pub fn new(pool: MySqlPool) -> Self {
-        let sql = Arc::new(Sql::new(None, DEFAULT_TABLE));
+        let sql = Arc::new(Sql::new(None, DEFAULT_TABLE, micros(DEFAULT_TRACE)));
         Self {
             wakes: Wakes::new(pool.clone(), Arc::clone(&sql)),
             pool,
             database: None,
             table: DEFAULT_TABLE.into(),
+            trace: DEFAULT_TRACE,
             sql,
         }
+    }
+
+    /// The statements rendered again for the current settings.
+    fn rendered(mut self) -> Self {
+        self.sql = Arc::new(Sql::new(
+            self.database.as_deref(),
+            &self.table,
+            micros(self.trace),
+        ));
+        self.wakes = Wakes::new(self.pool.clone(), Arc::clone(&self.sql));
+        self
     }
 
     /// Uses a table in `database` rather than the pool's (1 to 64 of
@@ -138,18 +156,26 @@ impl MySqlStore {
     pub fn with_database(mut self, database: &str) -> Result<Self, InvalidName> {
         check_name(database)?;
         self.database = Some(database.into());
-        self.sql = Arc::new(Sql::new(self.database.as_deref(), &self.table));
-        self.wakes = Wakes::new(self.pool.clone(), Arc::clone(&self.sql));
-        Ok(self)
+        Ok(self.rendered())
     }
 
     /// Uses another table name (1 to 64 of `a-z`, `0-9`, `_`).
     pub fn with_table(mut self, table: &str) -> Result<Self, InvalidName> {
         check_name(table)?;
         self.table = table.into();
-        self.sql = Arc::new(Sql::new(self.database.as_deref(), &self.table));
-        self.wakes = Wakes::new(self.pool.clone(), Arc::clone(&self.sql));
-        Ok(self)
+        Ok(self.rendered())
+    }
+
+    /// How long after a completed record expires a retry of it is still
+    /// refused ([`Begin::Expired`](idem_core::Begin::Expired), HTTP 412)
+    /// rather than run again (default [`DEFAULT_TRACE`], a day;
+    /// `Duration::ZERO` turns it off). The trace is the row itself, kept
+    /// that much longer: the purge deletes rows whose deadline is older
+    /// than the trace.
+    #[must_use]
+    pub fn with_expired_trace(mut self, trace: Duration) -> Self {
+        self.trace = trace;
+        self.rendered()
     }
 
     /// The pool.

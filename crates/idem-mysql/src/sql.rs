@@ -30,8 +30,16 @@ pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
 /// The server's clock in microseconds since the Unix epoch.
 const NOW_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
 
-/// The record is not live: none of its deadline is left.
-const DEAD: &str = "deadline <= UTC_TIMESTAMP(6)";
+/// The record may be claimed: not live (none of its deadline is left), and
+/// not traced (in flight, or completed and expired longer ago than the
+/// trace), `{trace}` the trace in microseconds.
+const CLAIMABLE: &str = "(deadline <= UTC_TIMESTAMP(6) AND (completed = 0 \
+     OR deadline <= UTC_TIMESTAMP(6) - INTERVAL {trace} MICROSECOND))";
+
+/// The record is live, or traced: completed, and expired no longer ago than
+/// the trace.
+const KEPT: &str = "(deadline > UTC_TIMESTAMP(6) OR (completed = 1 \
+     AND deadline > UTC_TIMESTAMP(6) - INTERVAL {trace} MICROSECOND))";
 
 /// The statements, rendered once for the configured database and table.
 #[derive(Debug)]
@@ -50,11 +58,15 @@ pub(crate) struct Sql {
 }
 
 impl Sql {
-    pub(crate) fn new(database: Option<&str>, table: &str) -> Self {
+    /// The statements on `database`.`table`, with traces kept `trace_us`.
+    pub(crate) fn new(database: Option<&str>, table: &str, trace_us: u64) -> Self {
         let t = match database {
             Some(database) => format!("`{database}`.`{table}`"),
             None => format!("`{table}`"),
         };
+        let trace = trace_us.to_string();
+        let dead = CLAIMABLE.replace("{trace}", &trace);
+        let kept = KEPT.replace("{trace}", &trace);
         Self {
             // in flight, holder's token | complete -> Completed (one row);
             // anything else changes nothing (see `completed_by`). Inside the
@@ -96,22 +108,26 @@ impl Sql {
             )
             .into(),
             // Ended rather than deleted, as a release: the token stays, so
-            // the next claim's is greater. completed, or in flight with
-            // force | remove -> Removed (one row); if none, `live` tells
-            // in flight, no force | remove -> RemoveRefused from none |
-            // remove -> Absent.
+            // the next claim's is greater. completed, traced, or in flight
+            // with force | remove -> Removed (one row); if none, `live`
+            // tells in flight, no force | remove -> RemoveRefused from none
+            // | remove -> Absent.
             remove: format!(
                 "UPDATE {t} SET completed = 0, outcome = NULL, deadline = UTC_TIMESTAMP(6) \
-                 WHERE id = ? AND deadline > UTC_TIMESTAMP(6) AND (completed = 1 OR ?)"
+                 WHERE id = ? AND {kept} AND (completed = 1 OR ?)"
             )
             .into(),
-            live: format!("SELECT COUNT(*) FROM {t} WHERE id = ? AND deadline > UTC_TIMESTAMP(6)")
-                .into(),
-            // A record is dropped only once it is not live and the clock has
-            // passed its token, so later tokens drawn from the clock stay
-            // greater. Oldest first, by the deadline's index, a bounded batch.
+            live: format!("SELECT COUNT(*) FROM {t} WHERE id = ? AND {kept}").into(),
+            // A record is dropped only once it is neither live nor traced
+            // and the clock has passed its token, so later tokens drawn
+            // from the clock stay greater. Oldest first, by the deadline's
+            // index, a bounded batch: every row whose deadline is older than
+            // the trace (so that no traced row is ever scanned past; a
+            // claim released or abandoned stays that much longer, unread).
             purge: format!(
-                "DELETE FROM {t} WHERE deadline < UTC_TIMESTAMP(6) AND token < {NOW_US} \
+                "DELETE FROM {t} \
+                 WHERE deadline < UTC_TIMESTAMP(6) - INTERVAL {trace} MICROSECOND \
+                   AND token < {NOW_US} \
                  ORDER BY deadline LIMIT ?"
             )
             .into(),
@@ -123,29 +139,33 @@ impl Sql {
             // - none | begin -> Acquired: inserted, token = now;
             // - not live | begin -> Acquired: taken over, token =
             //   max(previous + 1, now);
-            // - live | begin -> InFlight, Replay or Mismatch: nothing
-            //   changes (every column gets its own value), insert id 0,
-            //   and `claimed` reads the record to tell which.
+            // - live or traced | begin -> InFlight, Replay, Expired or
+            //   Mismatch: nothing changes (every column gets its own
+            //   value), insert id 0, and `claimed` reads the record to
+            //   tell which.
             // MySQL assigns the update's columns left to right, each seeing
-            // the ones before it: `deadline`, which the test reads, is last.
+            // the ones before it: `deadline`, which the test reads, is last
+            // (`completed`, which it reads too, becomes 0 only when the
+            // record is claimed, which leaves the test true).
             claim: format!(
                 "INSERT INTO {t} (id, fingerprint, token, completed, deadline, outcome) \
                  VALUES (?, ?, LAST_INSERT_ID({NOW_US}), 0, \
                          UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULL) \
                  ON DUPLICATE KEY UPDATE \
-                   token = IF(LAST_INSERT_ID(IF({DEAD}, GREATEST(token + 1, {NOW_US}), 0)) = 0, \
+                   token = IF(LAST_INSERT_ID(IF({dead}, GREATEST(token + 1, {NOW_US}), 0)) = 0, \
                               token, LAST_INSERT_ID()), \
-                   fingerprint = IF({DEAD}, ?, fingerprint), \
-                   completed = IF({DEAD}, 0, completed), \
-                   outcome = IF({DEAD}, NULL, outcome), \
-                   deadline = IF({DEAD}, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, deadline)"
+                   fingerprint = IF({dead}, ?, fingerprint), \
+                   completed = IF({dead}, 0, completed), \
+                   outcome = IF({dead}, NULL, outcome), \
+                   deadline = IF({dead}, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, deadline)"
             )
             .into(),
             claimed: format!(
-                "SELECT completed, fingerprint = ? AS same, \
-                   IF(completed = 1 AND fingerprint = ?, outcome, NULL) AS outcome, \
+                "SELECT completed, fingerprint = ? AS same, deadline > UTC_TIMESTAMP(6) AS live, \
+                   IF(completed = 1 AND fingerprint = ? AND deadline > UTC_TIMESTAMP(6), \
+                      outcome, NULL) AS outcome, \
                    GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline), 0) AS left_us \
-                 FROM {t} WHERE id = ? AND deadline > UTC_TIMESTAMP(6)"
+                 FROM {t} WHERE id = ? AND {kept}"
             )
             .into(),
             migration: format!(
@@ -179,7 +199,7 @@ mod tests {
 
     #[test]
     fn the_claim_tests_the_deadline_before_it_moves_it() {
-        let sql = Sql::new(Some("test"), "records");
+        let sql = Sql::new(Some("test"), "records", 1_000_000);
         assert!(sql.claim.starts_with("INSERT INTO `test`.`records`"));
         // `deadline` is assigned last, after every column that tests it.
         let update = sql

@@ -61,6 +61,7 @@ pub(crate) async fn begin(
                     })
             }
             "M" => Ok(Begin::Mismatch),
+            "E" => Ok(Begin::Expired),
             other => Err(StoreError::corrupt(format!(
                 "postgres begin: unexpected kind {other}"
             ))),

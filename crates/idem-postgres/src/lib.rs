@@ -63,6 +63,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use idem_core::machine::micros;
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
     StoreError, StoreFuture,
@@ -94,6 +95,8 @@ pub struct PgStore {
     /// Where the woken wait's `LISTEN` connects: the pool's server unless
     /// set; none behind a transaction pooler without it (waiters poll).
     listen: Listen,
+    /// How long a completed record is traced once expired.
+    trace: Duration,
 }
 
 /// Where the woken wait listens.
@@ -121,6 +124,9 @@ pub const DEFAULT_SCHEMA: &str = "idem";
 /// The default table.
 pub const DEFAULT_TABLE: &str = "records";
 
+/// How long a completed record's trace outlives it by default: a day.
+pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
+
 impl PgStore {
     /// A store on `pool`, in schema `idem`, table `records`.
     pub fn new(pool: PgPool) -> Self {
@@ -128,10 +134,39 @@ impl PgStore {
             pool,
             schema: DEFAULT_SCHEMA.into(),
             table: DEFAULT_TABLE.into(),
-            sql: Arc::new(Sql::new(DEFAULT_SCHEMA, DEFAULT_TABLE, true)),
+            sql: Arc::new(Sql::new(
+                DEFAULT_SCHEMA,
+                DEFAULT_TABLE,
+                true,
+                micros(DEFAULT_TRACE),
+            )),
             wakes: Arc::default(),
             listen: Listen::Pool,
+            trace: DEFAULT_TRACE,
         }
+    }
+
+    /// The statements rendered again for the current settings.
+    fn render(&mut self, persistent: bool) {
+        self.sql = Arc::new(Sql::new(
+            &self.schema,
+            &self.table,
+            persistent,
+            micros(self.trace),
+        ));
+    }
+
+    /// How long after a completed record expires a retry of it is still
+    /// refused ([`Begin::Expired`](idem_core::Begin::Expired), HTTP 412)
+    /// rather than run again (default [`DEFAULT_TRACE`], a day;
+    /// `Duration::ZERO` turns it off). The trace is the row itself, kept
+    /// that much longer: the purge deletes rows whose deadline is older
+    /// than the trace.
+    #[must_use]
+    pub fn with_expired_trace(mut self, trace: Duration) -> Self {
+        self.trace = trace;
+        self.render(self.sql.persistent);
+        self
     }
 
     /// For a pool that reaches PostgreSQL through a pooler in transaction
@@ -161,7 +196,7 @@ impl PgStore {
     /// `max_prepared_statements`).
     #[must_use]
     pub fn behind_transaction_pooler(mut self) -> Self {
-        self.sql = Arc::new(Sql::new(&self.schema, &self.table, false));
+        self.render(false);
         if matches!(self.listen, Listen::Pool) {
             self.listen = Listen::Off;
         }
@@ -189,7 +224,7 @@ impl PgStore {
     pub fn with_schema(mut self, schema: &str) -> Result<Self, InvalidName> {
         check_name(schema)?;
         self.schema = schema.into();
-        self.sql = Arc::new(Sql::new(&self.schema, &self.table, self.sql.persistent));
+        self.render(self.sql.persistent);
         self.wakes = Arc::default();
         Ok(self)
     }
@@ -198,7 +233,7 @@ impl PgStore {
     pub fn with_table(mut self, table: &str) -> Result<Self, InvalidName> {
         check_name(table)?;
         self.table = table.into();
-        self.sql = Arc::new(Sql::new(&self.schema, &self.table, self.sql.persistent));
+        self.render(self.sql.persistent);
         self.wakes = Arc::default();
         Ok(self)
     }

@@ -53,10 +53,16 @@ pub(crate) struct Sql {
 }
 
 impl Sql {
-    pub(crate) fn new(schema: &str, table: &str, persistent: bool) -> Self {
+    /// The statements on `schema`.`table`, with traces kept `trace_us`.
+    pub(crate) fn new(schema: &str, table: &str, persistent: bool, trace_us: u64) -> Self {
         let t = format!("\"{schema}\".\"{table}\"");
         let channel = channel(schema, table);
         let now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        // Traced: completed, and expired no longer ago than the trace.
+        let trace = format!("interval '{trace_us} microseconds'");
+        let kept = format!(
+            "(r.deadline > clock_timestamp() OR (r.completed AND r.deadline > clock_timestamp() - {trace}))"
+        );
         Self {
             // One statement: claim a new or no-longer-live record, or read the
             // live one. If a concurrent insert commits between this statement's
@@ -64,10 +70,11 @@ impl Sql {
             // statement is run again. Rows of idem_core::machine's table, by
             // `kind`:
             // - 'A': none | begin -> Acquired (insert, or take over a record
-            //   that is not live: token max(previous + 1, now));
+            //   that is neither live nor traced: token max(previous + 1, now));
             // - 'I': in flight, same fingerprint | begin -> InFlight;
             // - 'R': completed, same fingerprint | begin -> Replay;
-            // - 'M': in flight or completed, other fingerprint | begin -> Mismatch.
+            // - 'E': expired, traced, same fingerprint | begin -> Expired;
+            // - 'M': in flight, completed or traced, other fingerprint | begin -> Mismatch.
             begin: format!(
                 "WITH clock AS (SELECT clock_timestamp() AS t), \
                  upsert AS ( \
@@ -79,13 +86,16 @@ impl Sql {
                          token = GREATEST(r.token + 1, EXCLUDED.token), \
                          completed = false, deadline = EXCLUDED.deadline, outcome = NULL, \
                          waiting = false \
-                     WHERE r.deadline <= clock_timestamp() \
+                     WHERE NOT {kept} \
                    RETURNING r.token) \
                  SELECT 'A'::text AS kind, token, NULL::bytea AS outcome, 0::bigint AS left_us FROM upsert \
                  UNION ALL \
-                 SELECT CASE WHEN r.fingerprint <> $2 THEN 'M' WHEN r.completed THEN 'R' ELSE 'I' END, \
+                 SELECT CASE WHEN r.fingerprint <> $2 THEN 'M' \
+                             WHEN r.completed AND r.deadline <= clock.t THEN 'E' \
+                             WHEN r.completed THEN 'R' ELSE 'I' END, \
                         r.token, \
-                        CASE WHEN r.completed AND r.fingerprint = $2 THEN r.outcome END, \
+                        CASE WHEN r.completed AND r.fingerprint = $2 AND r.deadline > clock.t \
+                             THEN r.outcome END, \
                         GREATEST((extract(epoch FROM (r.deadline - clock.t)) * 1000000)::bigint, 0) \
                  FROM {t} r, clock WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM upsert)"
             )
@@ -148,25 +158,31 @@ impl Sql {
             )
             .into(),
             // Ended rather than deleted, as a release: the token stays, so
-            // the next claim's is greater. By (ended, live): (1, 1) completed,
-            // or in flight with force | remove -> Removed; (0, 1) in flight, no
-            // force | remove -> RemoveRefused; (0, 0) none | remove -> Absent.
+            // the next claim's is greater. By (ended, live): (1, 1)
+            // completed, traced, or in flight with force | remove -> Removed;
+            // (0, 1) in flight, no force | remove -> RemoveRefused; (0, 0)
+            // none | remove -> Absent.
             remove: format!(
-                "WITH live AS (SELECT completed FROM {t} WHERE id = $1 AND deadline > clock_timestamp()), \
+                "WITH live AS (SELECT completed FROM {t} r WHERE id = $1 AND {kept}), \
                  ended AS ( \
-                   UPDATE {t} SET completed = false, outcome = NULL, deadline = clock_timestamp() \
-                   WHERE id = $1 AND deadline > clock_timestamp() AND (completed OR $2) \
+                   UPDATE {t} r SET completed = false, outcome = NULL, deadline = clock_timestamp() \
+                   WHERE id = $1 AND {kept} AND (completed OR $2) \
                    RETURNING id, waiting), \
                  woken AS (SELECT pg_notify('{channel}', encode(id, 'hex')) FROM ended WHERE waiting) \
                  SELECT (SELECT count(*) FROM ended) AS ended, (SELECT count(*) FROM live) AS live, \
                    (SELECT count(*) FROM woken) AS woken"
             )
             .into(),
-            // A record is dropped only once it is not live and the clock has
-            // passed its token, so later tokens drawn from the clock stay greater.
+            // A record is dropped only once it is neither live nor traced
+            // and the clock has passed its token, so later tokens drawn from
+            // the clock stay greater: every row whose deadline is older than
+            // the trace, oldest first by the deadline's index (no traced row
+            // is ever scanned past; a claim released or abandoned stays that
+            // much longer, unread).
             purge: format!(
                 "DELETE FROM {t} WHERE id IN ( \
-                   SELECT id FROM {t} WHERE deadline < clock_timestamp() AND token < {now_us} \
+                   SELECT id FROM {t} WHERE deadline < clock_timestamp() - {trace} \
+                     AND token < {now_us} \
                    ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)"
             )
             .into(),

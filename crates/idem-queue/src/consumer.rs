@@ -245,6 +245,8 @@ impl<H: Handler> Consumer<H> {
                 Outcome::KeyReused,
                 "the message's key was used before for another payload; it was not run".to_owned(),
             ),
+            // It ran before: done with, though its result is gone.
+            Err(Error::Expired) => ack(Outcome::Expired),
             Err(Error::Store(e)) => later(Outcome::StoreUnavailable(e.to_string())),
             Err(Error::LeaseLost) => {
                 // Another delivery took the claim over; its record answers

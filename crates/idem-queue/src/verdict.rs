@@ -43,6 +43,10 @@ pub enum Outcome {
     InFlight,
     /// The key was used before for another payload.
     KeyReused,
+    /// The message took effect before, and its record has expired since: a
+    /// trace of it refused to run it again (a redelivery, or a replay of the
+    /// stream, later than the record's lifetime).
+    Expired,
     /// The store could not be reached; nothing ran.
     StoreUnavailable(String),
     /// The message cannot be run: no key, not JSON, not the handler's input.

@@ -105,6 +105,8 @@ pub struct RedisStore {
     replication: Option<Replication>,
     /// What the server's eviction policy allows.
     eviction: Arc<Eviction>,
+    /// How long a completed record's trace outlives it.
+    trace: Duration,
 }
 
 impl fmt::Debug for RedisStore {
@@ -125,6 +127,9 @@ impl fmt::Debug for RedisStore {
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "idem:";
+
+/// How long a completed record's trace outlives it by default: a day.
+pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
 
 /// The default time a store call may take before it fails as unavailable.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -197,6 +202,7 @@ impl RedisStore {
             channel: Arc::from(""),
             mark: Arc::from(format!("{DEFAULT_PREFIX}durable")),
             replication: None,
+            trace: DEFAULT_TRACE,
         }
     }
 
@@ -287,6 +293,19 @@ impl RedisStore {
         self
     }
 
+    /// How long after a completed record expires a retry of it is still
+    /// refused ([`Begin::Expired`](idem_core::Begin::Expired), HTTP 412)
+    /// rather than run again (default [`DEFAULT_TRACE`], a day;
+    /// `Duration::ZERO` turns it off). The trace is a key of its own,
+    /// `<key>:t`, holding the request's fingerprint, written with the
+    /// record's completion and expiring `trace` after it; removing the
+    /// record removes it too.
+    #[must_use]
+    pub fn with_expired_trace(mut self, trace: Duration) -> Self {
+        self.trace = trace;
+        self
+    }
+
     /// How long one store call may take before it fails as unavailable
     /// (default 2s).
     #[must_use]
@@ -305,14 +324,31 @@ impl RedisStore {
         key
     }
 
+    /// The trace's length as the scripts take it: milliseconds, `0` for none.
+    pub(crate) fn trace_ms<'b>(&self, buf: &'b mut itoa::Buffer) -> &'b [u8] {
+        if self.trace.is_zero() {
+            b"0"
+        } else {
+            wire::ms(self.trace, buf)
+        }
+    }
+
+    /// The key of a record's trace, in its slot: `<key>:t`.
+    pub(crate) fn trace_key(key: &str) -> String {
+        let mut trace = String::with_capacity(key.len() + 2);
+        trace.push_str(key);
+        trace.push_str(":t");
+        trace
+    }
+
     async fn invoke(
         &self,
         what: &'static str,
         script: &Script,
-        key: String,
+        keys: &[&str],
         args: &[&[u8]],
     ) -> Result<Value, StoreError> {
-        self.eval(what, script, &evalsha(script, key, args)).await
+        self.eval(what, script, &evalsha(script, keys, args)).await
     }
 
     /// Runs an `EVALSHA` built by the caller, loading the script on
@@ -439,10 +475,10 @@ impl RedisStore {
         &self,
         what: &'static str,
         script: &Script,
-        id: &RecordId,
+        keys: &[&str],
         args: &[&[u8]],
     ) -> Result<(), StoreError> {
-        match self.invoke(what, script, self.key(id), args).await? {
+        match self.invoke(what, script, keys, args).await? {
             Value::Int(1) => Ok(()),
             Value::Int(0) => Err(StoreError::lease_lost()),
             other => Err(StoreError::corrupt(format!(

@@ -15,8 +15,11 @@ use redis::Script;
 /// lease is a missing key.
 pub(crate) const BEGIN: &str = include_str!("lua/begin.lua");
 
-/// `complete(token, ttl_ms, outcome)`: 1 done (now, or before by this
-/// token), 0 lost.
+/// `complete(token, ttl_ms, outcome, channel, trace_ms)`: 1 done (now, or
+/// before by this token), 0 lost. A completion also writes the record's
+/// trace (its fingerprint, under `<key>:t`), which outlives the record by
+/// `trace_ms`: while it lasts, `begin` answers a retry of the expired record
+/// `Expired` instead of claiming it again.
 pub(crate) const COMPLETE: &str = include_str!("lua/complete.lua");
 
 /// `release(token)`: the lease ends now. The record stays a millisecond as
@@ -37,8 +40,8 @@ pub(crate) const PEEK: &str = include_str!("lua/peek.lua");
 /// `inspect()`: 0 if no live record, else `{value, pttl}`.
 pub(crate) const INSPECT: &str = include_str!("lua/inspect.lua");
 
-/// `remove(force)`: 1 removed (ended now, token kept, as a release), 2 in
-/// flight and not forced, 0 no live record.
+/// `remove(force)`: 1 removed (ended now, token kept, as a release; or only
+/// its trace), 2 in flight and not forced, 0 no live record nor trace.
 pub(crate) const REMOVE: &str = include_str!("lua/remove.lua");
 
 pub(crate) struct Scripts {
@@ -67,13 +70,20 @@ impl Scripts {
     }
 }
 
-/// `EVALSHA` of `script` on `key` with `args`, built directly (one copy of
-/// the arguments); on `NOSCRIPT` (a restarted or flushed server) the script
-/// is loaded and the call retried once.
-pub(crate) fn evalsha(script: &Script, key: String, args: &[&[u8]]) -> redis::Cmd {
-    let data = 7 + 40 + 1 + key.len() + args.iter().map(|a| a.len()).sum::<usize>();
-    let mut eval = redis::Cmd::with_capacity(4 + args.len(), data);
-    eval.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(key);
+/// `EVALSHA` of `script` on `keys` (the record's first) with `args`, built
+/// directly (one copy of the arguments); on `NOSCRIPT` (a restarted or
+/// flushed server) the script is loaded and the call retried once.
+pub(crate) fn evalsha(script: &Script, keys: &[&str], args: &[&[u8]]) -> redis::Cmd {
+    let data = 7
+        + 40
+        + 1
+        + keys.iter().map(|k| k.len()).sum::<usize>()
+        + args.iter().map(|a| a.len()).sum::<usize>();
+    let mut eval = redis::Cmd::with_capacity(3 + keys.len() + args.len(), data);
+    eval.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
+    for key in keys {
+        eval.arg(*key);
+    }
     for arg in args {
         eval.arg(*arg);
     }

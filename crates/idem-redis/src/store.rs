@@ -48,9 +48,11 @@ impl RedisStore {
         } else {
             b""
         };
+        let key = self.key(id);
+        let trace = Self::trace_key(&key);
         let eval = evalsha(
             &self.scripts.begin,
-            self.key(id),
+            &[&key, &trace],
             &[
                 fingerprint.as_bytes(),
                 ms(lease, &mut itoa::Buffer::new()),
@@ -69,7 +71,7 @@ impl RedisStore {
             Err(full) if full.kind() == StoreErrorKind::Full => {
                 let peek = evalsha(
                     &self.scripts.peek,
-                    self.key(id),
+                    &[&key, &trace],
                     &[fingerprint.as_bytes(), durable],
                 );
                 match self
@@ -132,6 +134,7 @@ impl RedisStore {
                 Ok(Begin::Replay(outcome))
             }
             (Some(Value::BulkString(tag)), None) if tag == b"M" => Ok(Begin::Mismatch),
+            (Some(Value::BulkString(tag)), None) if tag == b"E" => Ok(Begin::Expired),
             _ => Err(unexpected()),
         }
     }
@@ -145,15 +148,17 @@ impl RedisStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let token = TokenText::new(lease.token);
+        let key = self.key(id);
         self.fenced(
             "complete",
             &self.scripts.complete,
-            id,
+            &[&key, &Self::trace_key(&key)],
             &[
                 token.as_bytes(),
                 ms(ttl, &mut itoa::Buffer::new()),
                 outcome.as_bytes(),
                 self.channel.as_bytes(),
+                self.trace_ms(&mut itoa::Buffer::new()),
             ],
         )
         .await
@@ -217,7 +222,7 @@ impl Store for RedisStore {
         self.fenced(
             "release",
             &self.scripts.release,
-            id,
+            &[&self.key(id)],
             &[token.as_bytes(), self.channel.as_bytes()],
         )
         .await
@@ -233,7 +238,7 @@ impl Store for RedisStore {
         self.fenced(
             "renew",
             &self.scripts.renew,
-            id,
+            &[&self.key(id)],
             &[token.as_bytes(), ms(duration, &mut itoa::Buffer::new())],
         )
         .await?;
@@ -249,7 +254,7 @@ impl Store for RedisStore {
 
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
         let reply = self
-            .invoke("inspect", &self.scripts.inspect, self.key(id), &[])
+            .invoke("inspect", &self.scripts.inspect, &[&self.key(id)], &[])
             .await?;
         operations::inspected(&reply)
     }
@@ -286,11 +291,12 @@ impl Store for RedisStore {
 
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
         let force: &[u8] = if force { b"1" } else { b"0" };
+        let key = self.key(id);
         let reply = self
             .invoke(
                 "remove",
                 &self.scripts.remove,
-                self.key(id),
+                &[&key, &Self::trace_key(&key)],
                 &[force, self.channel.as_bytes()],
             )
             .await?;

@@ -199,18 +199,21 @@ impl StoreTransaction for RedisTransaction {
         self.check_slots(&completion.id)?;
         let store = &self.store;
         let script = &store.scripts.commit;
-        let numkeys = 1 + self.reads.len() + self.writes.len();
+        let numkeys = 2 + self.reads.len() + self.writes.len();
         let mut eval = redis::Cmd::new();
+        let key = store.key(&completion.id);
         eval.arg("EVALSHA")
             .arg(script.get_hash())
             .arg(numkeys)
-            .arg(store.key(&completion.id));
+            .arg(&key);
         for (key, _) in &self.reads {
             eval.arg(key);
         }
         for (key, _) in &self.writes {
             eval.arg(key);
         }
+        // Last, the record's trace.
+        eval.arg(RedisStore::trace_key(&key));
         let token = TokenText::new(completion.lease.token);
         eval.arg(token.as_bytes())
             .arg(ms(completion.ttl, &mut itoa::Buffer::new()))
@@ -240,6 +243,7 @@ impl StoreTransaction for RedisTransaction {
             }
             eval.arg(&tagged[..]);
         }
+        eval.arg(store.trace_ms(&mut itoa::Buffer::new()));
         match store.eval("commit", script, &eval).await? {
             Value::Int(1 | 2) => Ok(()),
             Value::Int(0) => Err(StoreError::lease_lost()),

@@ -21,7 +21,7 @@ pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
 pub fn code(kind: ProblemKind) -> Code {
     match kind {
         ProblemKind::InFlight | ProblemKind::LeaseLost => Code::Aborted,
-        ProblemKind::KeyReused => Code::FailedPrecondition,
+        ProblemKind::KeyReused | ProblemKind::KeyExpired => Code::FailedPrecondition,
         ProblemKind::RequestTooLarge => Code::ResourceExhausted,
         ProblemKind::StoreUnavailable | ProblemKind::CommitUncertain => Code::Unavailable,
         ProblemKind::ReplayUnreadable

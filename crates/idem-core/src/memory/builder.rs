@@ -33,6 +33,7 @@ pub enum WhenFull {
 pub struct MemoryStoreBuilder {
     pub(super) max_bytes: usize,
     pub(super) when_full: WhenFull,
+    pub(super) trace: Duration,
     pub(super) shards: usize,
     pub(super) purge_interval: Option<Duration>,
     pub(super) clock: Box<dyn Clock>,
@@ -43,6 +44,7 @@ impl fmt::Debug for MemoryStoreBuilder {
         f.debug_struct("MemoryStoreBuilder")
             .field("max_bytes", &self.max_bytes)
             .field("when_full", &self.when_full)
+            .field("expired_trace", &self.trace)
             .field("shards", &self.shards)
             .field("purge_interval", &self.purge_interval)
             .finish_non_exhaustive()
@@ -63,6 +65,17 @@ impl MemoryStoreBuilder {
     #[must_use]
     pub fn when_full(mut self, when_full: WhenFull) -> Self {
         self.when_full = when_full;
+        self
+    }
+
+    /// How long after a completed record expires a retry of it is still
+    /// refused ([`Begin::Expired`](crate::Begin::Expired)) rather than run
+    /// again (default 24 hours; `Duration::ZERO` turns it off). The memory
+    /// store keeps the whole record for that time, not live, and evicts such
+    /// records first at its bound, before any live one.
+    #[must_use]
+    pub fn expired_trace(mut self, trace: Duration) -> Self {
+        self.trace = trace;
         self
     }
 
@@ -104,6 +117,7 @@ impl MemoryStoreBuilder {
                 last_full_purge: AtomicU64::new(0),
                 max_bytes: self.max_bytes,
                 when_full: self.when_full,
+                trace: self.trace,
                 clock: self.clock,
             }),
         };

@@ -1,4 +1,6 @@
--- begin(fingerprint, lease_ms, want_ttl, durable), on KEYS[1], the record.
+-- begin(fingerprint, lease_ms, want_ttl, durable), on KEYS[1], the record,
+-- and KEYS[2], its trace (the fingerprint of a completed record, kept after
+-- the record expires, so that a late retry is refused, not run again).
 -- The record is one string: state (1 byte: 'F' 70 in flight, 'C' 67
 -- completed, 'R' 82 released or removed), fingerprint (bytes 2-33), fencing
 -- token (bytes 34-49, 16 digits), then the outcome of a completed record.
@@ -6,15 +8,29 @@
 -- record that is not live is a missing key (or 'R', kept 1 ms).
 -- Each branch names its row of idem_core::machine's table.
 local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82
-local t = redis.call('TIME')
-local us = t[2]
-local now = t[1] .. string.rep('0', 6 - #us) .. us
--- none | begin -> Acquired: put in flight, token from the clock.
-if redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. now, 'NX', 'PX', ARGV[2]) then
-  return now
+local function clock()
+  local t = redis.call('TIME')
+  local us = t[2]
+  return t[1] .. string.rep('0', 6 - #us) .. us
 end
 local v = redis.call('GET', KEYS[1])
-if not v or #v < 49 then error('idem: corrupt record') end
+if not v then
+  local trace = redis.call('GET', KEYS[2])
+  -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
+  if trace then
+    if ARGV[4] == '1' then
+      local at = redis.call('PEXPIRETIME', KEYS[2])
+      if at > 0 then redis.call('PEXPIREAT', KEYS[2], at) end
+    end
+    if trace ~= ARGV[1] then return {'M'} end
+    return {'E'}
+  end
+  -- none | begin -> Acquired: put in flight, token from the clock.
+  local now = clock()
+  redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. now, 'PX', ARGV[2])
+  return now
+end
+if #v < 49 then error('idem: corrupt record') end
 local state = string.byte(v)
 if state ~= RELEASED then
   -- With durable '1', an answer read from the record is made a write of
@@ -39,6 +55,6 @@ if state ~= RELEASED then
   error('idem: corrupt record')
 end
 -- none (released, not live) | begin -> Acquired: token max(previous + 1, now).
-local token = string.format('%016.0f', math.max(tonumber(string.sub(v, 34, 49)) + 1, tonumber(now)))
+local token = string.format('%016.0f', math.max(tonumber(string.sub(v, 34, 49)) + 1, tonumber(clock())))
 redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. token, 'PX', ARGV[2])
 return token

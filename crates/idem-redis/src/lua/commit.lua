@@ -1,9 +1,11 @@
--- commit(token, ttl_ms, outcome, channel, n_reads, expected..., writes...)
+-- commit(token, ttl_ms, outcome, channel, n_reads, expected..., writes...,
+-- trace_ms)
 -- A transaction's writes and its record's completion, applied together and
 -- only while the claim holds and what the transaction read is unchanged.
 -- KEYS[1] is the record; KEYS[2 .. 1+n] the keys read, with ARGV[6 .. 5+n]
 -- what was read ('-' absent, '=' .. value); KEYS[2+n ..] the keys written,
--- with ARGV[6+n ..] the writes ('S' .. value to set, 'D' to delete).
+-- with ARGV[6+n ..] the writes ('S' .. value to set, 'D' to delete);
+-- KEYS[#KEYS] the record's trace, kept ARGV[#ARGV] ms after it expires.
 -- Replies 1 committed, 2 committed before by this token (nothing applied
 -- again), 0 the claim is lost (nothing applied), {3, i} the i-th read
 -- changed (nothing applied). The record's layout is in begin.lua; each
@@ -27,7 +29,7 @@ for i = 1, n do
     return {3, i}
   end
 end
-for i = 2 + n, #KEYS do
+for i = 2 + n, #KEYS - 1 do
   local write = ARGV[4 + i]
   if string.byte(write) == SET then
     redis.call('SET', KEYS[i], string.sub(write, 2))
@@ -37,5 +39,9 @@ for i = 2 + n, #KEYS do
 end
 -- in flight, holder's token | complete -> Completed, with the writes.
 redis.call('SET', KEYS[1], 'C' .. string.sub(v, 2, 49) .. ARGV[3], 'PX', ARGV[2])
+local trace_ms = ARGV[#ARGV]
+if trace_ms ~= '0' then
+  redis.call('SET', KEYS[#KEYS], string.sub(v, 2, 33), 'PX', tonumber(ARGV[2]) + tonumber(trace_ms))
+end
 if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], KEYS[1]) end
 return 1

@@ -1,4 +1,5 @@
--- peek(fingerprint, durable), on KEYS[1], the record (layout in begin.lua):
+-- peek(fingerprint, durable), on KEYS[1], the record (layout in begin.lua),
+-- and KEYS[2], its trace:
 -- begin's answers for an existing record, for a server that refused
 -- begin's claim because it is full (over maxmemory under noeviction). It
 -- writes nothing that needs memory, so the full server still answers
@@ -6,7 +7,17 @@
 -- which a full server cannot take), or begin's tagged answers.
 local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
+if not v then
+  -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
+  local trace = redis.call('GET', KEYS[2])
+  if not trace then return 0 end
+  if ARGV[2] == '1' then
+    local at = redis.call('PEXPIRETIME', KEYS[2])
+    if at > 0 then redis.call('PEXPIREAT', KEYS[2], at) end
+  end
+  if trace ~= ARGV[1] then return {'M'} end
+  return {'E'}
+end
 if #v < 49 then error('idem: corrupt record') end
 local state = string.byte(v)
 if state == RELEASED then return 0 end
