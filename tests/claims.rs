@@ -35,7 +35,11 @@ pub async fn wait_until_expired(store: &dyn Store, call: &idem_core::Call) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         match store
-            .begin(call.record_id(), call.fingerprint(), Duration::from_secs(30))
+            .begin(
+                call.record_id(),
+                call.fingerprint(),
+                Duration::from_secs(30),
+            )
             .await
         {
             Ok(Begin::Expired) => return,
@@ -53,12 +57,19 @@ pub async fn wait_until_forgotten(store: &dyn Store, call: &idem_core::Call) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         match store
-            .begin(call.record_id(), call.fingerprint(), Duration::from_secs(30))
+            .begin(
+                call.record_id(),
+                call.fingerprint(),
+                Duration::from_secs(30),
+            )
             .await
         {
             Ok(Begin::Acquired(_)) => return,
             Ok(Begin::Replay(_) | Begin::Expired) if std::time::Instant::now() < deadline => {}
-            other => panic!("waiting for {:?} to be forgotten, got {other:?}", call.key()),
+            other => panic!(
+                "waiting for {:?} to be forgotten, got {other:?}",
+                call.key()
+            ),
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -185,6 +185,28 @@ async fn a_retry_after_a_lost_answer_gets_the_same_receipt_and_one_debit() {
     assert_eq!(balance(&mut client, "alice").await, 9000, "debited once");
 }
 
+#[tokio::test]
+async fn a_debit_retried_a_day_later_is_failed_precondition_and_not_charged_again() {
+    let clock = Arc::new(idem_core::memory::ManualClock::new(1_700_000_000_000_000));
+    let store = MemoryStore::builder().clock(Arc::clone(&clock)).build();
+    let ledger = Arc::new(MemoryLedger::new(&store));
+    let mut client = start(store, ledger, Duration::ZERO).await;
+    client
+        .debit(debit("alice", 1000, Some("late-1")))
+        .await
+        .expect("debit");
+    // Records live a day (the default); the retry comes a minute after.
+    clock.advance(Duration::from_hours(24) + Duration::from_mins(1));
+    let late = client
+        .debit(debit("alice", 1000, Some("late-1")))
+        .await
+        .expect_err("a late retry");
+    assert_eq!(late.code(), Code::FailedPrecondition);
+    assert_eq!(problem(&late), "key-expired");
+    assert!(late.message().contains("expired"), "{}", late.message());
+    assert_eq!(balance(&mut client, "alice").await, 9000, "debited once");
+}
+
 async fn thirty_two_concurrent_duplicates_debit_once(client: LedgerClient<Channel>) {
     let calls = (0..32).map(|_| {
         let mut client = client.clone();

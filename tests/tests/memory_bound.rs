@@ -191,3 +191,97 @@ async fn a_service_running_far_past_the_bound_never_answers_503() {
     );
     assert!(store.bytes() <= 256 << 10);
 }
+
+/// A writer the test reads back: what the store logged.
+#[derive(Clone, Default)]
+struct Logged(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logged {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn every_record_evicted_before_its_lifetime_ends_is_counted_and_warned_of() {
+    let logged = Logged::default();
+    let writer = logged.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let clock = Arc::new(ManualClock::new(1_000_000_000));
+    let store = MemoryStore::builder()
+        .max_bytes(20_000)
+        .clock(Arc::clone(&clock))
+        .build();
+    // Records whose lifetime is over (kept as traces of themselves) go
+    // first, and are no broken promise: neither counted nor warned of.
+    let expired: Vec<Call> = (0..20).map(|i| call(&format!("expired-{i}"))).collect();
+    for c in &expired {
+        complete(&store, c, 200, Duration::from_mins(1)).await;
+    }
+    clock.advance(Duration::from_mins(2));
+    let live: Vec<Call> = (0..200).map(|i| call(&format!("live-{i}"))).collect();
+    for c in &live {
+        complete(&store, c, 200, DAY).await;
+        clock.advance(Duration::from_millis(1));
+    }
+    let mut kept = 0;
+    for c in &live {
+        if store
+            .inspect(c.record_id())
+            .await
+            .expect("inspect")
+            .is_some()
+        {
+            kept += 1;
+        }
+    }
+    let lost = 200 - kept;
+    assert!(lost > 0, "the bound was reached");
+    assert_eq!(
+        store.evictions(),
+        lost,
+        "every live record evicted is counted, and nothing else"
+    );
+    let text = String::from_utf8_lossy(
+        &logged
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+    .into_owned();
+    let warned: u64 = text
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("decision=\"evicted\""))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("evicted="))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum();
+    assert_eq!(warned, lost, "each eviction warned of: {text}");
+    assert!(
+        text.contains("before their lifetime ended") && text.contains("max_bytes"),
+        "the warning says what happened and what to do: {text}"
+    );
+    // The expired records' traces went first: their late retries now run.
+    for c in &expired {
+        assert!(matches!(
+            store.begin(c.record_id(), c.fingerprint(), DAY).await,
+            Ok(Begin::Acquired(_))
+        ));
+    }
+}

@@ -120,6 +120,21 @@ async fn an_order_delivered_twice_ships_once_and_both_deliveries_are_acked() {
 }
 
 #[tokio::test]
+async fn an_order_redelivered_a_day_later_is_acked_and_not_shipped_again() {
+    let clock = Arc::new(idem_core::memory::ManualClock::new(1_700_000_000_000_000));
+    let store = MemoryStore::builder().clock(Arc::clone(&clock)).build();
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let consumer = shipper(Engine::new(store), Arc::clone(&shipped));
+    tell(&consumer, order("o-late", "tea")).await;
+    // A stream replayed from its start, a day and a minute on: the record
+    // (kept a day) has expired, its trace has not.
+    clock.advance(Duration::from_hours(24) + Duration::from_mins(1));
+    let (late, action) = tell(&consumer, order("o-late", "tea").delivered(2)).await;
+    assert_eq!((late.outcome, action), (Outcome::Expired, Action::Ack));
+    assert_eq!(shipped.load(Ordering::SeqCst), 1, "shipped once");
+}
+
+#[tokio::test]
 async fn an_order_id_reused_for_another_order_is_dead_lettered_and_never_run() {
     let shipped = Arc::new(AtomicUsize::new(0));
     let consumer = shipper(Engine::new(MemoryStore::new()), Arc::clone(&shipped));

@@ -208,7 +208,11 @@ pub fn step(record: Option<&Record>, now: u64, event: Event<'_>) -> (Answer, Eff
     match event {
         Event::Begin { fingerprint, .. } if traced.is_some() => {
             let same = traced.is_some_and(|r| r.fingerprint == *fingerprint);
-            let answer = if same { Begin::Expired } else { Begin::Mismatch };
+            let answer = if same {
+                Begin::Expired
+            } else {
+                Begin::Mismatch
+            };
             (Answer::Begin(answer), Effect::Keep)
         }
         Event::Begin { fingerprint, lease } => match live {
@@ -463,7 +467,10 @@ mod tests {
 
     fn traced(token: u64, expires_at: u64, traced_until: u64) -> Record {
         let mut r = completed(token, expires_at);
-        if let RecordState::Completed { traced_until: t, .. } = &mut r.state {
+        if let RecordState::Completed {
+            traced_until: t, ..
+        } = &mut r.state
+        {
             *t = traced_until;
         }
         r
