@@ -16,6 +16,9 @@
 //!
 //! `cargo bench -p idem-tests --bench capacity`
 
+// Byte counts become averages: far below 2^52, no precision is lost.
+#![allow(clippy::cast_precision_loss)]
+
 use std::time::Duration;
 
 use idem_core::{Begin, Call, Fingerprint, IdempotencyKey, MemoryStore, Outcome, Store};
@@ -31,7 +34,11 @@ fn debit_outcome(n: usize) -> Outcome {
         n as u64 * 0x9e37_79b9_7f4a_7c15,
         1_764_000_000_000_000u64 + n as u64
     );
-    idem_http::encode(201, &[("content-type", b"application/json")], body.as_bytes())
+    idem_http::encode(
+        201,
+        &[("content-type", b"application/json")],
+        body.as_bytes(),
+    )
 }
 
 fn call(n: usize) -> Call {

@@ -200,61 +200,65 @@ fn remove(live: Option<&Record>, now: u64, force: bool) -> (Answer, Effect) {
     }
 }
 
+/// A claim is asked for: granted on a record neither live nor traced;
+/// otherwise answered from the record found (`kept`, live or traced).
+fn begin(
+    record: Option<&Record>,
+    kept: Option<&Record>,
+    now: u64,
+    fingerprint: &Fingerprint,
+    lease: Duration,
+) -> (Answer, Effect) {
+    match kept {
+        Some(r) if r.fingerprint != *fingerprint => (Answer::Begin(Begin::Mismatch), Effect::Keep),
+        Some(r) if r.is_traced(now) => (Answer::Begin(Begin::Expired), Effect::Keep),
+        None => {
+            let token = FencingToken(
+                record
+                    .map_or(1, |r| r.token.0.saturating_add(1))
+                    .max(now)
+                    .max(1),
+            );
+            let put = Record {
+                fingerprint: *fingerprint,
+                token,
+                state: RecordState::InFlight {
+                    lease_until: now.saturating_add(micros(lease)),
+                },
+            };
+            (
+                Answer::Begin(Begin::Acquired(Lease {
+                    token,
+                    duration: lease,
+                })),
+                Effect::Put(put),
+            )
+        }
+        Some(Record {
+            state: RecordState::InFlight { lease_until },
+            ..
+        }) => (
+            Answer::Begin(Begin::InFlight {
+                retry_after: Duration::from_micros(lease_until - now),
+            }),
+            Effect::Keep,
+        ),
+        Some(Record {
+            state: RecordState::Completed { outcome, .. },
+            ..
+        }) => (Answer::Begin(Begin::Replay(outcome.clone())), Effect::Keep),
+    }
+}
+
 /// Applies `event` to the record found (`None` if there is none) at store time
 /// `now` (microseconds), returning the answer and the write to perform.
 pub fn step(record: Option<&Record>, now: u64, event: Event<'_>) -> (Answer, Effect) {
     let live = record.filter(|r| r.is_live(now));
     let traced = record.filter(|r| r.is_traced(now));
     match event {
-        Event::Begin { fingerprint, .. } if traced.is_some() => {
-            let same = traced.is_some_and(|r| r.fingerprint == *fingerprint);
-            let answer = if same {
-                Begin::Expired
-            } else {
-                Begin::Mismatch
-            };
-            (Answer::Begin(answer), Effect::Keep)
+        Event::Begin { fingerprint, lease } => {
+            begin(record, live.or(traced), now, fingerprint, lease)
         }
-        Event::Begin { fingerprint, lease } => match live {
-            None => {
-                let token = FencingToken(
-                    record
-                        .map_or(1, |r| r.token.0.saturating_add(1))
-                        .max(now)
-                        .max(1),
-                );
-                let put = Record {
-                    fingerprint: *fingerprint,
-                    token,
-                    state: RecordState::InFlight {
-                        lease_until: now.saturating_add(micros(lease)),
-                    },
-                };
-                (
-                    Answer::Begin(Begin::Acquired(Lease {
-                        token,
-                        duration: lease,
-                    })),
-                    Effect::Put(put),
-                )
-            }
-            Some(r) if r.fingerprint != *fingerprint => {
-                (Answer::Begin(Begin::Mismatch), Effect::Keep)
-            }
-            Some(Record {
-                state: RecordState::InFlight { lease_until },
-                ..
-            }) => (
-                Answer::Begin(Begin::InFlight {
-                    retry_after: Duration::from_micros(lease_until - now),
-                }),
-                Effect::Keep,
-            ),
-            Some(Record {
-                state: RecordState::Completed { outcome, .. },
-                ..
-            }) => (Answer::Begin(Begin::Replay(outcome.clone())), Effect::Keep),
-        },
         Event::Complete {
             lease,
             outcome,

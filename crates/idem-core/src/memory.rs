@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::decision::Decision;
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordId;
 use crate::machine::{Answer, Event, RecordState};
@@ -24,6 +23,7 @@ use shard::{Holding, Shard};
 pub use transaction::MemoryTransaction;
 use transaction::{run_effects, Staged};
 
+mod bound;
 mod builder;
 mod clock;
 pub use builder::{MemoryStoreBuilder, WhenFull};
@@ -60,11 +60,22 @@ struct Inner {
 /// - **Bounded in bytes** ([`max_bytes`](MemoryStoreBuilder::max_bytes),
 ///   default 256 MiB), counting each record's outcome (a recorded response)
 ///   and an estimate of its overhead. At the bound it evicts completed
-///   records closest to expiry, never an in-flight claim, counting
-///   ([`evictions`](MemoryStore::evictions)) and logging what it evicts; or,
-///   with [`WhenFull::Refuse`], refuses new records until some expire. A
-///   completion is never refused: it may take the store over its bound
-///   until the next eviction.
+///   records closest to expiry (those already expired, kept as traces,
+///   first), never an in-flight claim, counting
+///   ([`evictions`](MemoryStore::evictions)) and warning of each record it
+///   evicts before its lifetime ends; or, with [`WhenFull::Refuse`],
+///   refuses new records until some expire. A completion is never refused:
+///   it may take the store over its bound until the next eviction.
+/// - **Traced**: a completed record is kept a day past its lifetime
+///   ([`expired_trace`](MemoryStoreBuilder::expired_trace)), so that a late
+///   retry is refused ([`Begin::Expired`]) rather than run again.
+///
+/// The default's trade-off: 256 MiB holds about 650 000 records of a small
+/// JSON response (about 410 bytes each, measured by `cargo bench -p
+/// idem-tests --bench capacity`), about eleven minutes of records at 1 000
+/// new requests a second; a retry of a record evicted before its lifetime
+/// ends runs again. Size `max_bytes` to the rate times the lifetime, or
+/// choose [`WhenFull::Refuse`] (new work waits, no retry runs twice).
 ///
 /// Records do not survive a restart and are not shared between processes; use
 /// `idem-redis` or `idem-postgres` for that.
@@ -169,65 +180,6 @@ impl Inner {
             })
             .is_ok()
     }
-
-    /// Evicts completed records, closest to expiry first, until the store
-    /// holds at most `target` bytes or has nothing left to evict; returns
-    /// how many it evicted.
-    fn evict_down_to(&self, target: usize) -> u64 {
-        let now = self.clock.now_micros();
-        let (mut evicted, mut traces) = (0, 0u64);
-        let mut soonest_left: Option<u64> = None;
-        while self.bytes.load(Ordering::SeqCst) > target {
-            let oldest = self
-                .shards
-                .iter()
-                .enumerate()
-                .filter_map(|(i, shard)| lock(shard).oldest().map(|o| (o, i)))
-                .min();
-            let Some(((at, id), i)) = oldest else { break };
-            // Someone may have touched it since: then look again.
-            if let Some(bytes) = lock(&self.shards[i]).evict(at, &id) {
-                self.bytes.fetch_sub(bytes, Ordering::SeqCst);
-                self.len.fetch_sub(1, Ordering::SeqCst);
-                // Expired records (kept as traces) go first, as they are
-                // closest to expiry; a live one lost its promise.
-                if at > now {
-                    evicted += 1;
-                    soonest_left.get_or_insert(at - now);
-                } else {
-                    traces += 1;
-                }
-            }
-        }
-        if evicted > 0 {
-            self.evictions.fetch_add(evicted, Ordering::SeqCst);
-            let left = Duration::from_micros(soonest_left.unwrap_or(0));
-            tracing::warn!(target: "idem", evicted, traces_evicted = traces, max_bytes = self.max_bytes, lifetime_left_s = left.as_secs(), decision = Decision::Evicted.as_str(), "memory store at its byte bound: evicted {evicted} completed records before their lifetime ended (the first with {left:?} left); a retry of one of them runs again: raise max_bytes, shorten the TTL, or use WhenFull::Refuse");
-        } else if traces > 0 {
-            tracing::debug!(target: "idem", traces_evicted = traces, max_bytes = self.max_bytes, "memory store at its byte bound: evicted traces of expired records; a late retry of one of them runs again");
-        }
-        evicted
-    }
-
-    /// Makes room at the bound: expired records first (at most one scan per
-    /// 100 ms), then, if the policy allows, completed records closest to
-    /// expiry, down to 1/32 under the bound so that evictions come in
-    /// batches rather than on every request.
-    fn make_room(&self) {
-        let now = self.clock.now_micros();
-        let last = self.last_full_purge.load(Ordering::SeqCst);
-        if now.saturating_sub(last) >= 100_000
-            && self
-                .last_full_purge
-                .compare_exchange(last, now, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-        {
-            self.purge_expired();
-        }
-        if self.when_full == WhenFull::EvictOldest {
-            self.evict_down_to(self.max_bytes - self.max_bytes / 32);
-        }
-    }
 }
 
 impl Default for MemoryStore {
@@ -237,7 +189,10 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// A store with the default settings (see [`MemoryStoreBuilder`]).
+    /// A store with the default settings (see [`MemoryStoreBuilder`]): at
+    /// most 256 MiB of records, the closest to expiry evicted past that
+    /// (each one evicted before its lifetime ends counted and warned of),
+    /// expired records traced a day.
     pub fn new() -> Self {
         Self::builder().build()
     }
