@@ -45,13 +45,15 @@ pub enum Error<E = Infallible> {
 }
 
 impl<E> Error<E> {
-    /// Whether the same call may succeed later: a duplicate in flight, or a
-    /// store that is unreachable or full. A transient operation failure
+    /// Whether the same call may succeed later: a duplicate in flight, a
+    /// store that is unreachable or full, or a record written by a newer
+    /// version mid-rollout. A transient operation failure
     /// ([`Error::Failed`]) is for the operation's own type to say.
     pub fn is_transient(&self) -> bool {
         match self {
             Error::InFlight { .. } => true,
             Error::Store(e) => e.is_transient(),
+            Error::Codec(e) => e.is_newer_format(),
             _ => false,
         }
     }
@@ -144,6 +146,7 @@ impl<E> From<StoreError> for Error<E> {
 #[derive(Debug)]
 pub struct CodecError {
     decoding: bool,
+    newer: bool,
     source: serde_json::Error,
 }
 
@@ -151,6 +154,7 @@ impl CodecError {
     pub(crate) fn encode(source: serde_json::Error) -> Self {
         Self {
             decoding: false,
+            newer: false,
             source,
         }
     }
@@ -158,8 +162,27 @@ impl CodecError {
     pub(crate) fn decode(source: serde_json::Error) -> Self {
         Self {
             decoding: true,
+            newer: false,
             source,
         }
+    }
+
+    /// A record written in `format`, newer than this version reads.
+    pub(crate) fn newer_format(format: &str) -> Self {
+        Self {
+            decoding: true,
+            newer: true,
+            source: serde::de::Error::custom(format!(
+                "it was written in record format {format} by a newer version of idem, and this \
+                 version reads format 1: finish the rollout, and retry"
+            )),
+        }
+    }
+
+    /// Whether the record is not broken but newer: written by a newer
+    /// version of idem in a format this one does not read.
+    pub fn is_newer_format(&self) -> bool {
+        self.newer
     }
 
     /// Whether a recorded result failed to decode (as opposed to a new one

@@ -1,6 +1,11 @@
 //! How [`Engine::run`](crate::Engine::run) records a `Result<T, E>`: as JSON,
 //! `{"ok": T}` or `{"err": E}`.
 //!
+//! That is record format 1, told by its first byte, `{`. A later format
+//! starts with `IDE` and its number, so that this version, meeting one,
+//! says so ([`CodecError::is_newer_format`]) instead of misreading it; a
+//! later version keeps reading format 1.
+//!
 //! The codec is built from two halves, one per type, each made where its
 //! type is known to be serializable. The attribute's generated code makes
 //! each half on the type the user wrote, so that a type that cannot be
@@ -126,6 +131,9 @@ impl<T, E> ResultCodec<T, E> {
     }
 
     pub(crate) fn decode(&self, outcome: &Outcome) -> Result<Result<T, E>, CodecError> {
+        if let [b'I', b'D', b'E', n, ..] = outcome.as_bytes() {
+            return Err(CodecError::newer_format(&char::from(*n).to_string()));
+        }
         match (self.ok.decode)(outcome)? {
             Some(t) => Ok(Ok(t)),
             None => (self.err.decode)(outcome).map(Err),

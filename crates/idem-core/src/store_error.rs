@@ -21,6 +21,10 @@ pub enum StoreErrorKind {
     /// changed before it could commit; nothing was applied, and running the
     /// transaction again (reading anew) may succeed.
     Conflict,
+    /// The record was written by a newer version of idem, in a format this
+    /// version cannot read: it is not misread, and nothing runs. Transient:
+    /// mid-rollout, an instance of the newer version answers it.
+    NewerFormat,
 }
 
 /// An error from a [`Store`](crate::Store). Stores fail closed: when this is returned from
@@ -132,16 +136,32 @@ impl StoreError {
         }
     }
 
+    /// The record `what` names was written by a newer version of idem, in
+    /// record format `format`, which this version (format `reads`) cannot
+    /// read.
+    pub fn newer_format(what: &str, format: impl fmt::Display, reads: impl fmt::Display) -> Self {
+        Self {
+            kind: StoreErrorKind::NewerFormat,
+            message: format!(
+                "{what} was written by a newer version of idem (record format {format}; this \
+                 version reads format {reads}), so it is not read and nothing runs: finish the \
+                 rollout, and retry"
+            ),
+            source: None,
+        }
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
     }
 
-    /// Whether the same call may succeed later (the store was unreachable or full).
+    /// Whether the same call may succeed later (the store was unreachable
+    /// or full, or the record is from a newer version mid-rollout).
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind,
-            StoreErrorKind::Unavailable | StoreErrorKind::Full
+            StoreErrorKind::Unavailable | StoreErrorKind::Full | StoreErrorKind::NewerFormat
         )
     }
 

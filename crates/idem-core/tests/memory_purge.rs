@@ -39,12 +39,37 @@ async fn pay(store: &MemoryStore, n: usize, ttl: Duration) {
         .expect("complete");
 }
 
+/// A store without traces: what expires can be purged at once (traces are
+/// purged once they end, below).
 fn store_on(clock: &Arc<ManualClock>, shards: usize) -> MemoryStore {
     MemoryStore::builder()
         .clock(Arc::clone(clock))
         .shards(shards)
         .purge_interval(None)
+        .expired_trace(Duration::ZERO)
         .build()
+}
+
+#[tokio::test]
+async fn expired_payments_are_kept_as_traces_until_the_traces_end_then_purged() {
+    let clock = Arc::new(ManualClock::new(START_US));
+    let store = MemoryStore::builder()
+        .clock(Arc::clone(&clock))
+        .purge_interval(None)
+        .expired_trace(60 * SECOND)
+        .build();
+    for n in 0..10 {
+        pay(&store, n, SECOND).await;
+    }
+    clock.advance(2 * SECOND);
+    assert_eq!(store.purge_expired(), 0, "traced");
+    assert!(matches!(
+        store.begin(&id(3), &fingerprint(), SECOND).await,
+        Ok(Begin::Expired)
+    ));
+    clock.advance(60 * SECOND);
+    assert_eq!(store.purge_expired(), 10, "the traces have ended");
+    assert_eq!((store.len(), store.bytes()), (0, 0));
 }
 
 #[tokio::test]
@@ -156,6 +181,7 @@ async fn other_requests_run_while_the_periodic_purge_forgets_thousands() {
         .clock(Arc::clone(&clock))
         .shards(1)
         .purge_interval(Some(Duration::from_millis(5)))
+        .expired_trace(Duration::ZERO)
         .build();
     for n in 0..5_000 {
         pay(&store, n, SECOND).await;

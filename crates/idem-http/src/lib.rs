@@ -41,7 +41,9 @@ pub use pipeline::{answer, answer_claimed, commit_answer, panicked, start, Start
 pub use problem::{not_recorded, Problem};
 pub use problem_format::{reformat, ProblemFormat, ProblemFormatFuture, ProblemFormatService};
 pub use problem_kind::{problem_body, ProblemKind, PROBLEM_TYPE_PREFIX};
-pub use record::{decode, encode, encode_with_trailers, RecordedResponse, Unreadable};
+pub use record::{
+    decode, encode, encode_with_trailers, RecordedResponse, Unreadable, RECORD_FORMAT,
+};
 pub use record_policy::RecordPolicy;
 #[cfg(feature = "grpc")]
 pub use retry_info::{retry_delay_in_details, retry_info_details};

@@ -182,6 +182,10 @@ fn replay<F: Framework>(framework: &F, call: &Call, outcome: &Outcome) -> F::Ans
         framework.replay(recorded)
     });
     replayed.unwrap_or_else(|e| {
+        if e.is_newer_format() {
+            tracing::warn!(target: "idem", record = %call.record_id(), "recorded response written by a newer version of idem; answered 503 until this instance is upgraded");
+            return framework.problem(&Problem::record_format_newer());
+        }
         tracing::error!(target: "idem", record = %call.record_id(), part = e.0, "recorded response cannot be decoded");
         framework.problem(&Problem::replay_unreadable())
     })
@@ -233,7 +237,7 @@ mod tests {
 
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use idem_core::{Fingerprint, IdempotencyKey, MemoryStore, Outcome, Scope};
+    use idem_core::{Fingerprint, IdempotencyKey, MemoryStore, Outcome, Scope, Store};
 
     use super::*;
     use crate::record::{encode, RecordedResponse, Unreadable};
@@ -369,5 +373,40 @@ mod tests {
         assert_eq!(retry.status, 500);
         let body = String::from_utf8(retry.body).expect("problem+json");
         assert!(body.contains("response-not-recorded"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_record_from_a_newer_version_is_refused_for_now_and_nothing_runs() {
+        // Mid-rollout: an upgraded instance recorded the answer in format 2.
+        let store = MemoryStore::new();
+        let engine = Engine::new(store.clone());
+        let c = call("k4");
+        let Ok(idem_core::Begin::Acquired(lease)) = store
+            .begin(
+                c.record_id(),
+                c.fingerprint(),
+                std::time::Duration::from_secs(30),
+            )
+            .await
+        else {
+            panic!("a fresh key")
+        };
+        let mut newer = encode(201, &[], b"debited").into_bytes();
+        newer[3] = b'2';
+        store
+            .complete(
+                c.record_id(),
+                &lease,
+                &Outcome::new(newer),
+                std::time::Duration::from_mins(1),
+            )
+            .await
+            .expect("complete");
+        let runs = AtomicUsize::new(0);
+        let retry = send(&engine, "k4", &runs, 201, b"debited again").await;
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "not run again");
+        assert_eq!(retry.status, 503);
+        let body = String::from_utf8(retry.body).expect("problem+json");
+        assert!(body.contains("record-format-newer"), "{body}");
     }
 }

@@ -101,6 +101,9 @@ impl Problem {
                  response has expired, so it cannot be sent again; the request was not processed \
                  again. Use a new key to make it as a new request",
             ),
+            Error::Store(e) if e.kind() == idem_core::StoreErrorKind::NewerFormat => {
+                Self::record_format_newer()
+            }
             Error::Store(_) => Problem::new(
                 ProblemKind::StoreUnavailable,
                 "the idempotency store could not be reached, so the request was not processed; \
@@ -232,6 +235,19 @@ impl Problem {
             "the request's changes may or may not have been committed; retry with the same \
              Idempotency-Key: it answers 409 until the request's claim ends, then the recorded \
              response if the changes were committed, or runs the request again if not",
+        )
+        .retry_after(1)
+    }
+
+    /// The record for the key was written by a newer version of idem, in a
+    /// format this one does not read: mid-rollout, a retry reaches an
+    /// instance that reads it.
+    pub fn record_format_newer() -> Self {
+        Problem::new(
+            ProblemKind::RecordFormatNewer,
+            "the record for this Idempotency-Key was written by a newer version of this service, \
+             which this instance cannot read; the request was not processed again. Retry with \
+             the same Idempotency-Key after the Retry-After delay",
         )
         .retry_after(1)
     }

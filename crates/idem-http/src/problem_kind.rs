@@ -44,6 +44,10 @@ pub enum ProblemKind {
     CommitUncertain,
     /// 500: a recorded response could not be read back.
     ReplayUnreadable,
+    /// 503: the key's record was written by a newer version of idem, in a
+    /// format this one does not read (a rollout in progress); nothing was
+    /// processed, and a retry reaches an upgraded instance.
+    RecordFormatNewer,
     /// 500: the handler panicked while it ran; its outcome is unknown, so the
     /// key stays claimed until the lease ends.
     HandlerFailed,
@@ -66,7 +70,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind.
-    pub const ALL: [ProblemKind; 18] = [
+    pub const ALL: [ProblemKind; 19] = [
         ProblemKind::KeyMissing,
         ProblemKind::KeyMalformed,
         ProblemKind::InFlight,
@@ -78,6 +82,7 @@ impl ProblemKind {
         ProblemKind::LeaseLost,
         ProblemKind::CommitUncertain,
         ProblemKind::ReplayUnreadable,
+        ProblemKind::RecordFormatNewer,
         ProblemKind::HandlerFailed,
         ProblemKind::ResponseNotRecorded,
         ProblemKind::BadRequest,
@@ -108,6 +113,7 @@ impl ProblemKind {
             ProblemKind::LeaseLost => "lease-lost",
             ProblemKind::CommitUncertain => "commit-uncertain",
             ProblemKind::ReplayUnreadable => "replay-unreadable",
+            ProblemKind::RecordFormatNewer => "record-format-newer",
             ProblemKind::HandlerFailed => "handler-failed",
             ProblemKind::ResponseNotRecorded => "response-not-recorded",
             ProblemKind::BadRequest => "bad-request",
@@ -132,7 +138,9 @@ impl ProblemKind {
             ProblemKind::KeyReused | ProblemKind::BodyInvalid => 422,
             ProblemKind::KeyExpired => 412,
             ProblemKind::RequestTooLarge => 413,
-            ProblemKind::StoreUnavailable | ProblemKind::CommitUncertain => 503,
+            ProblemKind::StoreUnavailable
+            | ProblemKind::CommitUncertain
+            | ProblemKind::RecordFormatNewer => 503,
             ProblemKind::ReplayUnreadable
             | ProblemKind::HandlerFailed
             | ProblemKind::ResponseNotRecorded => 500,
@@ -153,6 +161,7 @@ impl ProblemKind {
             ProblemKind::LeaseLost => "Request's claim was lost before its response was recorded",
             ProblemKind::CommitUncertain => "Request's transaction may not have committed",
             ProblemKind::ReplayUnreadable => "Recorded response could not be read",
+            ProblemKind::RecordFormatNewer => "Record was written by a newer version",
             ProblemKind::HandlerFailed => "Request failed while it was processed",
             ProblemKind::ResponseNotRecorded => {
                 "Request was processed but its response could not be recorded"

@@ -1,10 +1,22 @@
 //! Recorded responses: a compact binary form of status, end-to-end headers
 //! and body, read back byte for byte.
+//!
+//! Each record names its format in its first four bytes: `IDR` and the
+//! format's number, `1` today. A later format takes the next digit, so that
+//! this version, meeting one, says so ([`Unreadable::is_newer_format`])
+//! instead of misreading it; a later version keeps reading format 1.
 
 use bytes::Bytes;
 use idem_core::Outcome;
 
 const MAGIC: &[u8; 4] = b"IDR1";
+
+/// The format this version writes, and the newest it reads.
+pub const RECORD_FORMAT: u8 = 1;
+
+/// What [`Unreadable`] says of a record in a format newer than this
+/// version's.
+const NEWER_FORMAT: &str = "written in a newer record format by a newer version of idem";
 
 /// Headers that describe one connection, not the response (RFC 9110 §7.6.1),
 /// and framing headers the server sets again for the replayed body.
@@ -110,6 +122,15 @@ pub struct RecordedResponse {
 #[derive(Debug)]
 pub struct Unreadable(pub &'static str);
 
+impl Unreadable {
+    /// Whether the record is not broken but newer: written by a newer
+    /// version of idem in a format this one does not read (mid-rollout, an
+    /// instance of that version reads it).
+    pub fn is_newer_format(&self) -> bool {
+        self.0 == NEWER_FORMAT
+    }
+}
+
 impl std::fmt::Display for Unreadable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "the recorded response cannot be read ({})", self.0)
@@ -159,8 +180,14 @@ pub fn decode(outcome: &Outcome) -> Result<RecordedResponse, Unreadable> {
     // The record's own bytes, shared: neither body nor values are copied.
     let whole = outcome.shared();
     let mut r = Reader(&whole);
-    if r.take(4, "magic")? != MAGIC {
-        return Err(Unreadable("not a recorded HTTP response"));
+    let magic = r.take(4, "magic")?;
+    if magic != MAGIC {
+        return Err(match magic {
+            [b'I', b'D', b'R', n] if n.is_ascii_digit() && *n > b'0' + RECORD_FORMAT => {
+                Unreadable(NEWER_FORMAT)
+            }
+            _ => Unreadable("not a recorded HTTP response"),
+        });
     }
     let status = u16::from_be_bytes(r.array("status")?);
     if !(100..=999).contains(&status) {
@@ -266,6 +293,20 @@ mod tests {
             encode_with_trailers(200, &headers, b"x", &[]).as_bytes(),
             encode(200, &headers, b"x").as_bytes(),
             "records made before trailers existed read the same"
+        );
+    }
+
+    #[test]
+    fn a_record_of_a_newer_format_is_told_apart_from_a_broken_one() {
+        let mut newer = encode(200, &[], b"hello").into_bytes();
+        newer[3] = b'2';
+        let e = decode(&Outcome::new(newer)).expect_err("not read");
+        assert!(e.is_newer_format(), "{e}");
+        let e = decode(&Outcome::new(b"IDRx-and-so-on".to_vec())).expect_err("not read");
+        assert!(!e.is_newer_format(), "{e}");
+        assert!(
+            decode(&encode(200, &[], b"hello")).is_ok(),
+            "format 1 reads"
         );
     }
 

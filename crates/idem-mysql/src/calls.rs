@@ -13,7 +13,7 @@ use sqlx::mysql::{MySqlArguments, MySqlPool};
 use sqlx::{AssertSqlSafe, MySql, MySqlConnection, Row};
 
 use crate::db_error::{db_error, error_number, number};
-use crate::sql::Sql;
+use crate::sql::{Sql, FORMAT};
 
 /// How many times a claim is sent again when the server rolled it back as
 /// a deadlock, or the record ended between the claim and its read.
@@ -65,6 +65,7 @@ pub(crate) async fn begin(
         // Ended (or purged) between the claim and its read: claim again.
         let Some(row) = row else { continue };
         let get = |e: sqlx::Error| db_error("begin", e);
+        newer(row.try_get("format").map_err(get)?)?;
         if row.try_get::<i64, _>("same").map_err(get)? == 0 {
             return Ok(Begin::Mismatch);
         }
@@ -166,6 +167,7 @@ pub(crate) async fn inspect(
     let Some(row) = row else { return Ok(None) };
     let get = |e: sqlx::Error| db_error("inspect", e);
     let fingerprint: Vec<u8> = row.try_get("fingerprint").map_err(get)?;
+    newer(row.try_get("format").map_err(get)?)?;
     RecordInfo::from_columns(
         &fingerprint,
         row.try_get("token").map_err(get)?,
@@ -175,6 +177,14 @@ pub(crate) async fn inspect(
     )
     .map(Some)
     .map_err(|what| StoreError::corrupt(format!("mysql inspect: {what}")))
+}
+
+/// Refuses a row of a format newer than this version's.
+fn newer(format: i16) -> Result<(), StoreError> {
+    if format > FORMAT {
+        return Err(StoreError::newer_format("the MySQL record", format, FORMAT));
+    }
+    Ok(())
 }
 
 /// Ends the live record `id` (an in-flight one only if `force`). Two
@@ -202,6 +212,7 @@ pub(crate) async fn remove(
         .await
         .map_err(|e| db_error("remove", e))?;
     let live: i64 = row.try_get(0).map_err(|e| db_error("remove", e))?;
+    newer(row.try_get(1).map_err(|e| db_error("remove", e))?)?;
     Ok(if live == 0 {
         Removal::Absent
     } else {

@@ -8,6 +8,8 @@ use sqlx::mysql::MySqlDatabaseError;
 
 /// The server's error numbers idem tells apart.
 pub(crate) mod number {
+    /// `ER_DUP_FIELDNAME`: the column is there already.
+    pub(crate) const DUPLICATE_COLUMN: u16 = 1060;
     /// `ER_NO_SUCH_TABLE`.
     pub(crate) const NO_SUCH_TABLE: u16 = 1146;
     /// `ER_BAD_FIELD_ERROR`: a column the statement names is missing.

@@ -89,6 +89,7 @@ use sqlx::{AssertSqlSafe, MySqlConnection};
 
 mod calls;
 mod db_error;
+mod migration;
 mod sql;
 mod transaction;
 mod wake;
@@ -230,8 +231,10 @@ impl MySqlStore {
             Some(database) => format!("`{database}`.`{}`", self.table),
             None => format!("`{}`", self.table),
         };
+        migration::add_format_column(&self.pool, self.database.as_deref(), &self.table, &table)
+            .await?;
         sqlx::raw_sql(AssertSqlSafe(format!(
-            "SELECT id, fingerprint, token, completed, deadline, outcome \
+            "SELECT id, fingerprint, token, completed, deadline, outcome, format \
              FROM {table} LIMIT 0"
         )))
         .execute(&self.pool)

@@ -30,10 +30,15 @@ pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
 /// The server's clock in microseconds since the Unix epoch.
 const NOW_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
 
-/// The record may be claimed: not live (none of its deadline is left), and
+/// The record format this version writes and reads: the `format` column.
+/// A row of a later format (a greater number) is refused as newer, never
+/// misread nor taken over.
+pub(crate) const FORMAT: i16 = 1;
+
+/// The record may be claimed: of this version's format, not live (none of its deadline is left), and
 /// not traced (in flight, or completed and expired longer ago than the
 /// trace), `{trace}` the trace in microseconds.
-const CLAIMABLE: &str = "(deadline <= UTC_TIMESTAMP(6) AND (completed = 0 \
+const CLAIMABLE: &str = "(format <= {format} AND deadline <= UTC_TIMESTAMP(6) AND (completed = 0 \
      OR deadline <= UTC_TIMESTAMP(6) - INTERVAL {trace} MICROSECOND))";
 
 /// The record is live, or traced: completed, and expired no longer ago than
@@ -65,7 +70,9 @@ impl Sql {
             None => format!("`{table}`"),
         };
         let trace = trace_us.to_string();
-        let dead = CLAIMABLE.replace("{trace}", &trace);
+        let dead = CLAIMABLE
+            .replace("{trace}", &trace)
+            .replace("{format}", &FORMAT.to_string());
         let kept = KEPT.replace("{trace}", &trace);
         Self {
             // in flight, holder's token | complete -> Completed (one row);
@@ -102,9 +109,9 @@ impl Sql {
             )
             .into(),
             inspect: format!(
-                "SELECT fingerprint, token, completed, outcome, \
+                "SELECT fingerprint, token, completed, outcome, format, \
                    GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline), 0) AS left_us \
-                 FROM {t} WHERE id = ? AND deadline > UTC_TIMESTAMP(6)"
+                 FROM {t} WHERE id = ? AND (deadline > UTC_TIMESTAMP(6) OR format > {FORMAT})"
             )
             .into(),
             // Ended rather than deleted, as a release: the token stays, so
@@ -114,10 +121,14 @@ impl Sql {
             // | remove -> Absent.
             remove: format!(
                 "UPDATE {t} SET completed = 0, outcome = NULL, deadline = UTC_TIMESTAMP(6) \
-                 WHERE id = ? AND {kept} AND (completed = 1 OR ?)"
+                 WHERE id = ? AND {kept} AND (completed = 1 OR ?) AND format <= {FORMAT}"
             )
             .into(),
-            live: format!("SELECT COUNT(*) FROM {t} WHERE id = ? AND {kept}").into(),
+            live: format!(
+                "SELECT COUNT(*), COALESCE(MAX(format), {FORMAT}) FROM {t} \
+                 WHERE id = ? AND ({kept} OR format > {FORMAT})"
+            )
+            .into(),
             // A record is dropped only once it is neither live nor traced
             // and the clock has passed its token, so later tokens drawn
             // from the clock stay greater. Oldest first, by the deadline's
@@ -161,11 +172,11 @@ impl Sql {
             )
             .into(),
             claimed: format!(
-                "SELECT completed, fingerprint = ? AS same, deadline > UTC_TIMESTAMP(6) AS live, \
+                "SELECT completed, format, fingerprint = ? AS same, deadline > UTC_TIMESTAMP(6) AS live, \
                    IF(completed = 1 AND fingerprint = ? AND deadline > UTC_TIMESTAMP(6), \
                       outcome, NULL) AS outcome, \
                    GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline), 0) AS left_us \
-                 FROM {t} WHERE id = ? AND {kept}"
+                 FROM {t} WHERE id = ? AND ({kept} OR format > {FORMAT})"
             )
             .into(),
             migration: format!(
@@ -176,6 +187,7 @@ impl Sql {
                    completed BOOLEAN NOT NULL, \
                    deadline DATETIME(6) NOT NULL, \
                    outcome LONGBLOB NULL, \
+                   format SMALLINT NOT NULL DEFAULT {FORMAT}, \
                    PRIMARY KEY (id), \
                    KEY `{table}_deadline` (deadline) \
                  ) ENGINE = InnoDB"

@@ -11,7 +11,7 @@ use idem_core::{
 };
 use sqlx::{PgConnection, Row};
 
-use crate::sql::Sql;
+use crate::sql::{Sql, FORMAT};
 use crate::statement::{self, Param};
 
 /// Claims `id` for `fingerprint` (machine rows: begin).
@@ -41,6 +41,7 @@ pub(crate) async fn begin(
         let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres begin: {e}"));
         let kind: String = row.try_get("kind").map_err(get)?;
         let token: i64 = row.try_get("token").map_err(get)?;
+        newer(row.try_get("format").map_err(get)?)?;
         return match kind.as_str() {
             "A" => Ok(Begin::Acquired(Lease {
                 token: FencingToken(u64::try_from(token).unwrap_or(0)),
@@ -184,6 +185,7 @@ pub(crate) async fn inspect(
     let Some(row) = row else { return Ok(None) };
     let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres inspect: {e}"));
     let fingerprint: Vec<u8> = row.try_get("fingerprint").map_err(get)?;
+    newer(row.try_get("format").map_err(get)?)?;
     RecordInfo::from_columns(
         &fingerprint,
         row.try_get("token").map_err(get)?,
@@ -193,6 +195,18 @@ pub(crate) async fn inspect(
     )
     .map(Some)
     .map_err(|what| StoreError::corrupt(format!("postgres inspect: {what}")))
+}
+
+/// Refuses a row of a format newer than this version's.
+fn newer(format: i16) -> Result<(), StoreError> {
+    if format > FORMAT {
+        return Err(StoreError::newer_format(
+            "the PostgreSQL record",
+            format,
+            FORMAT,
+        ));
+    }
+    Ok(())
 }
 
 /// Ends the live record `id` (an in-flight one only if `force`).
@@ -213,6 +227,7 @@ pub(crate) async fn remove(
     let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres remove: {e}"));
     let ended: i64 = row.try_get("ended").map_err(get)?;
     let live: i64 = row.try_get("live").map_err(get)?;
+    newer(row.try_get("format").map_err(get)?)?;
     Ok(match (ended, live) {
         (0, 0) => Removal::Absent,
         (0, _) => Removal::InFlight,

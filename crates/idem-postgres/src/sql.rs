@@ -31,6 +31,11 @@ pub(crate) fn channel(schema: &str, table: &str) -> String {
     name
 }
 
+/// The record format this version writes and reads: the `format` column.
+/// A row of a later format (a greater number) is refused as newer, never
+/// misread nor taken over.
+pub(crate) const FORMAT: i16 = 1;
+
 /// The statements, rendered once for the configured schema and table.
 pub(crate) struct Sql {
     pub(crate) begin: Arc<str>,
@@ -78,17 +83,18 @@ impl Sql {
             begin: format!(
                 "WITH clock AS (SELECT clock_timestamp() AS t), \
                  upsert AS ( \
-                   INSERT INTO {t} AS r (id, fingerprint, token, completed, deadline, outcome) \
+                   INSERT INTO {t} AS r (id, fingerprint, token, completed, deadline, outcome, format) \
                    SELECT $1, $2, (extract(epoch FROM t) * 1000000)::bigint, false, \
-                          t + $3::bigint * interval '1 microsecond', NULL FROM clock \
+                          t + $3::bigint * interval '1 microsecond', NULL, {FORMAT} FROM clock \
                    ON CONFLICT (id) DO UPDATE \
                      SET fingerprint = EXCLUDED.fingerprint, \
                          token = GREATEST(r.token + 1, EXCLUDED.token), \
                          completed = false, deadline = EXCLUDED.deadline, outcome = NULL, \
                          waiting = false \
-                     WHERE NOT {kept} \
+                     WHERE r.format <= {FORMAT} AND NOT {kept} \
                    RETURNING r.token) \
-                 SELECT 'A'::text AS kind, token, NULL::bytea AS outcome, 0::bigint AS left_us FROM upsert \
+                 SELECT 'A'::text AS kind, token, NULL::bytea AS outcome, 0::bigint AS left_us, \
+                        {FORMAT}::smallint AS format FROM upsert \
                  UNION ALL \
                  SELECT CASE WHEN r.fingerprint <> $2 THEN 'M' \
                              WHEN r.completed AND r.deadline <= clock.t THEN 'E' \
@@ -96,7 +102,8 @@ impl Sql {
                         r.token, \
                         CASE WHEN r.completed AND r.fingerprint = $2 AND r.deadline > clock.t \
                              THEN r.outcome END, \
-                        GREATEST((extract(epoch FROM (r.deadline - clock.t)) * 1000000)::bigint, 0) \
+                        GREATEST((extract(epoch FROM (r.deadline - clock.t)) * 1000000)::bigint, 0), \
+                        r.format \
                  FROM {t} r, clock WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM upsert)"
             )
             .into(),
@@ -152,9 +159,9 @@ impl Sql {
             )
             .into(),
             inspect: format!(
-                "SELECT fingerprint, token, completed, outcome, \
+                "SELECT fingerprint, token, completed, outcome, format, \
                    GREATEST((extract(epoch FROM (deadline - clock_timestamp())) * 1000000)::bigint, 0) AS left_us \
-                 FROM {t} WHERE id = $1 AND deadline > clock_timestamp()"
+                 FROM {t} WHERE id = $1 AND (deadline > clock_timestamp() OR format > {FORMAT})"
             )
             .into(),
             // Ended rather than deleted, as a release: the token stays, so
@@ -163,13 +170,15 @@ impl Sql {
             // (0, 1) in flight, no force | remove -> RemoveRefused; (0, 0)
             // none | remove -> Absent.
             remove: format!(
-                "WITH live AS (SELECT completed FROM {t} r WHERE id = $1 AND {kept}), \
+                "WITH live AS (SELECT completed, format FROM {t} r \
+                   WHERE id = $1 AND ({kept} OR format > {FORMAT})), \
                  ended AS ( \
                    UPDATE {t} r SET completed = false, outcome = NULL, deadline = clock_timestamp() \
-                   WHERE id = $1 AND {kept} AND (completed OR $2) \
+                   WHERE id = $1 AND {kept} AND (completed OR $2) AND format <= {FORMAT} \
                    RETURNING id, waiting), \
                  woken AS (SELECT pg_notify('{channel}', encode(id, 'hex')) FROM ended WHERE waiting) \
                  SELECT (SELECT count(*) FROM ended) AS ended, (SELECT count(*) FROM live) AS live, \
+                   (SELECT COALESCE(max(format), {FORMAT})::smallint FROM live) AS format, \
                    (SELECT count(*) FROM woken) AS woken"
             )
             .into(),
@@ -205,10 +214,14 @@ fn migration(schema: &str, table: &str, t: &str) -> Vec<String> {
                completed boolean NOT NULL, \
                deadline timestamptz NOT NULL, \
                outcome bytea, \
-               waiting boolean NOT NULL DEFAULT false)"
+               waiting boolean NOT NULL DEFAULT false, \
+               format smallint NOT NULL DEFAULT {FORMAT})"
         ),
         // Tables made before waiters were woken.
         format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS waiting boolean NOT NULL DEFAULT false"),
+        // Tables made before records named their format: every row in them
+        // is of format 1.
+        format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS format smallint NOT NULL DEFAULT 1"),
         format!("CREATE INDEX IF NOT EXISTS \"{table}_deadline_idx\" ON {t} (deadline)"),
     ]
 }

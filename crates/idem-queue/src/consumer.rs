@@ -255,6 +255,9 @@ impl<H: Handler> Consumer<H> {
                     "the claim was lost while the handler ran".to_owned(),
                 ))
             }
+            // Written by a newer version mid-rollout: an upgraded consumer
+            // reads it.
+            Err(Error::Codec(e)) if e.is_newer_format() => later(Outcome::Unknown(e.to_string())),
             Err(Error::Codec(e)) => dead(
                 Outcome::Unknown(e.to_string()),
                 format!("the handler's result cannot be recorded or read back: {e}"),

@@ -78,7 +78,7 @@ pub use transaction::RedisTransaction;
 use eviction::Eviction;
 use replay_cache::ReplayCache;
 use replication::Replication;
-use scripts::{eval_key, evalsha, is_corrupt, is_no_script, Scripts};
+use scripts::{eval_key, evalsha, is_corrupt, is_no_script, newer_format, Scripts};
 use wake::Wakes;
 use wire::Connection;
 
@@ -421,6 +421,9 @@ impl RedisStore {
         };
         match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) if newer_format(&e).is_some() => Err(operations::newer_format(
+                newer_format(&e).unwrap_or(b'?'),
+            )),
             Ok(Err(e)) if is_corrupt(&e) => Err(StoreError::corrupt(format!("redis {what}: {e}"))),
             Ok(Err(e)) if e.code() == Some("OOM") => Err(StoreError::full_because(format!(
                 "redis {what}: the server is full (used memory over maxmemory, and nothing it may evict), so it takes no new record; records it keeps are still answered"

@@ -21,6 +21,15 @@ pub(crate) fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
 
 /// The inspect script's reply: 0 for no live record, else the record's
 /// value and its key's time to live in milliseconds.
+/// A record whose first byte names a format newer than this version's.
+pub(crate) fn newer_format(state: u8) -> StoreError {
+    StoreError::newer_format(
+        "the Redis record",
+        char::from(state).escape_default(),
+        crate::record::FORMAT,
+    )
+}
+
 pub(crate) fn inspected(reply: &Value) -> Result<Option<RecordInfo>, StoreError> {
     let corrupt = || StoreError::corrupt(format!("redis inspect: unexpected reply {reply:?}"));
     let (value, ttl) = match reply {
@@ -31,6 +40,12 @@ pub(crate) fn inspected(reply: &Value) -> Result<Option<RecordInfo>, StoreError>
         },
         _ => return Err(corrupt()),
     };
+    if let Some(&state) = value
+        .first()
+        .filter(|s| ![IN_FLIGHT, COMPLETED, RELEASED].contains(s))
+    {
+        return Err(newer_format(state));
+    }
     if value.len() < OUTCOME {
         return Err(corrupt());
     }

@@ -8,8 +8,16 @@
 //! | 1..33 | the request's fingerprint |
 //! | 33..49 | the fencing token, 16 decimal digits (at least) |
 //! | 49.. | the recorded outcome (completed records) |
+//!
+//! That is record format 1: its first byte is `F`, `C` or `R`. A later
+//! format starts with another byte (its number, `2` and on), which the
+//! scripts refuse as a newer format (`idem: newer record format`) instead
+//! of misreading it; a later version keeps reading format 1.
 
 use std::ops::Range;
+
+/// The record format this version writes and reads.
+pub(crate) const FORMAT: u8 = 1;
 
 /// The state byte of a claim in flight.
 pub(crate) const IN_FLIGHT: u8 = b'F';

@@ -102,6 +102,13 @@ pub(crate) fn is_no_script(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
+/// The format named by a script's refusal of a newer record, if it is one.
+pub(crate) fn newer_format(e: &redis::RedisError) -> Option<u8> {
+    let text = e.to_string();
+    let at = text.find("idem: newer record format ")? + "idem: newer record format ".len();
+    text.as_bytes().get(at).copied()
+}
+
 pub(crate) fn is_corrupt(e: &redis::RedisError) -> bool {
     e.to_string().contains("idem: corrupt record")
 }

@@ -23,7 +23,9 @@ pub fn code(kind: ProblemKind) -> Code {
         ProblemKind::InFlight | ProblemKind::LeaseLost => Code::Aborted,
         ProblemKind::KeyReused | ProblemKind::KeyExpired => Code::FailedPrecondition,
         ProblemKind::RequestTooLarge => Code::ResourceExhausted,
-        ProblemKind::StoreUnavailable | ProblemKind::CommitUncertain => Code::Unavailable,
+        ProblemKind::StoreUnavailable
+        | ProblemKind::CommitUncertain
+        | ProblemKind::RecordFormatNewer => Code::Unavailable,
         ProblemKind::ReplayUnreadable
         | ProblemKind::HandlerFailed
         | ProblemKind::ResponseNotRecorded => Code::Internal,

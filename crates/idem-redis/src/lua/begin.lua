@@ -30,8 +30,12 @@ if not v then
   redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. now, 'PX', ARGV[2])
   return now
 end
-if #v < 49 then error('idem: corrupt record') end
 local state = string.byte(v)
+-- A record of a newer format (another first byte) is not misread.
+if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then
+  error('idem: newer record format ' .. string.char(state))
+end
+if #v < 49 then error('idem: corrupt record') end
 if state ~= RELEASED then
   -- With durable '1', an answer read from the record is made a write of
   -- this connection's own, so that the WAIT after it covers the record:

@@ -18,8 +18,11 @@ if not v then
   if trace ~= ARGV[1] then return {'M'} end
   return {'E'}
 end
-if #v < 49 then error('idem: corrupt record') end
 local state = string.byte(v)
+if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then
+  error('idem: newer record format ' .. string.char(state))
+end
+if #v < 49 then error('idem: corrupt record') end
 if state == RELEASED then return 0 end
 -- As in begin: with durable '1', the answer is made this connection's own
 -- write (the expiry set to what it is), so that the WAIT after it covers

@@ -3,8 +3,12 @@
 -- KEYS[2], its trace.
 -- Replies 1 removed, 2 refused (in flight, not forced), 0 absent. Each
 -- branch names its row of idem_core::machine's table.
-local IN_FLIGHT, RELEASED = 70, 82
+local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82
 local v = redis.call('GET', KEYS[1])
+local state = v and string.byte(v)
+if v and state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then
+  error('idem: newer record format ' .. string.char(state))
+end
 if not v or string.byte(v) == RELEASED then
   -- traced | remove -> Removed: a late retry runs again.
   if redis.call('DEL', KEYS[2]) == 1 then return 1 end
