@@ -214,7 +214,10 @@ impl MySqlStore {
         }
     }
 
-    /// The migration's statement, for your own migration tool.
+    /// The migration's statement, for your own migration tool. A table made
+    /// by a version before records named their format also needs
+    /// `ALTER TABLE <table> ADD COLUMN format SMALLINT NOT NULL DEFAULT 1`
+    /// ([`migrate`](Self::migrate) adds it itself).
     pub fn migration_sql(&self) -> String {
         format!("{};\n", self.sql.migration)
     }
