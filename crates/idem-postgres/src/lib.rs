@@ -157,7 +157,7 @@ impl PgStore {
     }
 
     /// How long after a completed record expires a retry of it is still
-    /// refused ([`Begin::Expired`](idem_core::Begin::Expired), HTTP 412)
+    /// refused ([`Begin::Expired`], HTTP 412)
     /// rather than run again (default [`DEFAULT_TRACE`], a day;
     /// `Duration::ZERO` turns it off). The trace is the row itself, kept
     /// that much longer: the purge deletes rows whose deadline is older
