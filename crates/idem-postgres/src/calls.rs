@@ -278,14 +278,25 @@ pub(crate) async fn watch(
 
 /// Deletes up to `limit` records that are no longer live and whose token
 /// the clock has passed ([`Record::droppable`](idem_core::machine::Record::droppable)).
-pub(crate) async fn purge(pool: &sqlx::PgPool, sql: &Sql, limit: u32) -> Result<u64, StoreError> {
-    statement::execute(
+/// Deletes up to `limit` purgeable rows whose deadline is `from_us` or
+/// later; how many, and the last deadline deleted (µs since the epoch, 0
+/// if none).
+pub(crate) async fn purge(
+    pool: &sqlx::PgPool,
+    sql: &Sql,
+    limit: u32,
+    from_us: i64,
+) -> Result<(u64, i64), StoreError> {
+    let row = statement::fetch_one(
         pool,
         sql.persistent,
         &sql.purge,
-        &[Param::Int(i64::from(limit))],
+        &[Param::Int(i64::from(limit)), Param::Int(from_us)],
     )
     .await
-    .map(|r| r.rows_affected())
-    .map_err(|e| db_error("purge", e))
+    .map_err(|e| db_error("purge", e))?;
+    let get = |e: sqlx::Error| StoreError::corrupt(format!("postgres purge: {e}"));
+    let purged: i64 = row.try_get("purged").map_err(get)?;
+    let last: i64 = row.try_get("last_us").map_err(get)?;
+    Ok((u64::try_from(purged).unwrap_or(0), last))
 }

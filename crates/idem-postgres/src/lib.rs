@@ -72,6 +72,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{AssertSqlSafe, PgConnection};
 
 mod calls;
+mod purge_cursor;
 mod sql;
 mod statement;
 mod transaction;
@@ -79,6 +80,7 @@ mod wake;
 
 use calls::{db_error, us};
 use idem_core::waiters::Look;
+use purge_cursor::PurgeCursor;
 pub use sql::InvalidName;
 use sql::{check_name, Sql};
 pub use transaction::PgTransaction;
@@ -97,6 +99,8 @@ pub struct PgStore {
     listen: Listen,
     /// How long a completed record is traced once expired.
     trace: Duration,
+    /// Where the next purge starts.
+    purged: PurgeCursor,
 }
 
 /// Where the woken wait listens.
@@ -143,11 +147,13 @@ impl PgStore {
             wakes: Arc::default(),
             listen: Listen::Pool,
             trace: DEFAULT_TRACE,
+            purged: PurgeCursor::default(),
         }
     }
 
     /// The statements rendered again for the current settings.
     fn render(&mut self, persistent: bool) {
+        self.purged = PurgeCursor::default();
         self.sql = Arc::new(Sql::new(
             &self.schema,
             &self.table,
@@ -297,7 +303,10 @@ impl PgStore {
 
     /// Deletes up to `limit` expired records; returns how many.
     pub async fn purge_expired(&self, limit: u32) -> Result<u64, StoreError> {
-        calls::purge(&self.pool, &self.sql, limit).await
+        let (purged, last) =
+            calls::purge(&self.pool, &self.sql, limit, self.purged.start()).await?;
+        self.purged.advance(last);
+        Ok(purged)
     }
 
     /// Purges expired records every `every`, `batch` at a time, until the

@@ -182,24 +182,40 @@ impl Sql {
                    (SELECT count(*) FROM woken) AS woken"
             )
             .into(),
-            // A record is dropped only once it is neither live nor traced
-            // and the clock has passed its token, so later tokens drawn from
-            // the clock stay greater: every row whose deadline is older than
-            // the trace, oldest first by the deadline's index (no traced row
-            // is ever scanned past; a claim released or abandoned stays that
-            // much longer, unread).
-            purge: format!(
-                "DELETE FROM {t} WHERE id IN ( \
-                   SELECT id FROM {t} WHERE deadline < clock_timestamp() - {trace} \
-                     AND token < {now_us} \
-                   ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)"
-            )
-            .into(),
+            purge: purge(&t, &trace, now_us).into(),
             channel: channel.clone(),
             migration: migration(schema, table, &t),
             persistent,
         }
     }
+}
+
+/// The purge. A record is dropped only once it is neither live nor traced
+/// and the clock has passed its token, so later tokens drawn from
+/// the clock stay greater: every row whose deadline is older than
+/// the trace, oldest first by the deadline's index (no traced row
+/// is ever scanned past; a claim released or abandoned stays that
+/// much longer, unread), from `$2` (µs since the epoch): where
+/// the last purge stopped, so that the scan does not walk again
+/// the index entries of rows it deleted, which stay until a
+/// vacuum (see `purge_cursor.rs`). The bound is the statement's
+/// start (`statement_timestamp()`, stable), not `clock_timestamp()`,
+/// which is volatile and so no bound of an index scan: with it the
+/// scan read every entry past the cursor, live records included,
+/// on each call. Answers how many, and the last deadline deleted.
+fn purge(t: &str, trace: &str, now_us: &str) -> String {
+    format!(
+        "WITH gone AS ( \
+           DELETE FROM {t} WHERE id IN ( \
+             SELECT id FROM {t} \
+             WHERE deadline >= timestamptz 'epoch' + $2 * interval '1 microsecond' \
+               AND deadline < statement_timestamp() - {trace} AND token < {now_us} \
+             ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED) \
+           RETURNING deadline) \
+         SELECT count(*) AS purged, \
+           COALESCE((extract(epoch FROM max(deadline)) * 1000000)::bigint, 0) AS last_us \
+         FROM gone"
+    )
 }
 
 /// The migration's statements for `schema`.`table` (`t`, quoted).
