@@ -224,6 +224,14 @@ impl NaiveKeys for PgKeys {
 /// The baseline and idem on Redis; with `replay_cache`, the store answers
 /// retries of completed records from its replay cache (64 MiB, 5 s).
 async fn redis_pair_with(replay_cache: bool) -> Result<(String, String), String> {
+    redis_pair_traced(replay_cache, idem_redis::DEFAULT_TRACE).await
+}
+
+/// The redis pair, records traced `trace` after they expire.
+async fn redis_pair_traced(
+    replay_cache: bool,
+    trace: Duration,
+) -> Result<(String, String), String> {
     let url = idem_tests::redis_url();
     let run = format!("idem-bench:{}:", std::process::id());
     let redis = redis::aio::ConnectionManager::new(
@@ -241,7 +249,8 @@ async fn redis_pair_with(replay_cache: bool) -> Result<(String, String), String>
     let store = RedisStore::connect(&url)
         .await
         .map_err(|e| e.to_string())?
-        .with_prefix(&format!("{run}idem:"));
+        .with_prefix(&format!("{run}idem:"))
+        .with_expired_trace(trace);
     let store = if replay_cache {
         store.with_replay_cache(64 << 20, Duration::from_secs(5))
     } else {
@@ -395,11 +404,11 @@ fn run_redis_fenced_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(
 }
 
 /// [`compare`] on Redis, then the run's keys deleted from Redis.
-fn compare_on_redis(
+fn compare_on_redis<const N: usize>(
     rt: &tokio::runtime::Runtime,
     label: &str,
-    names: [&str; 2],
-    urls: [&str; 2],
+    names: [&str; N],
+    urls: [&str; N],
     script: &str,
 ) -> Result<(), String> {
     let compared = compare(label, names, urls, script, Some("redis-server"));
@@ -815,6 +824,27 @@ fn run_redis_pair(rt: &tokio::runtime::Runtime, label: &str, script: &str) -> Re
     )
 }
 
+/// What the late-retry trace costs: the redis pair's baseline, idem with
+/// traces (the default) and idem without (`with_expired_trace(ZERO)`).
+fn run_redis_trace_trio(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let ((naive, traced), (_, untraced)) = rt.block_on(async {
+        let traced = redis_pair_traced(false, idem_redis::DEFAULT_TRACE).await?;
+        let untraced = redis_pair_traced(false, Duration::ZERO).await?;
+        Ok::<_, String>((traced, untraced))
+    })?;
+    compare_on_redis(
+        rt,
+        "redis-trace",
+        [
+            "SET NX + SET (baseline)",
+            "with idem (RedisStore, traced a day)",
+            "with idem (RedisStore, no trace)",
+        ],
+        [&naive, &traced, &untraced],
+        script,
+    )
+}
+
 /// The bare route against idem on memory answering replays only.
 fn run_replay_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
     let (bare, naive, idem) = rt.block_on(async {
@@ -1162,6 +1192,9 @@ fn main() -> ExitCode {
         }
         if wanted("redis") {
             run_redis_pair(&rt, "redis", &script)?;
+        }
+        if wanted("redis-trace") {
+            run_redis_trace_trio(&rt, &script)?;
         }
         if wanted("redis-replay") {
             run_redis_replay_pair(&rt, &replay_script, false)?;
