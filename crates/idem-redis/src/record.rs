@@ -1,6 +1,6 @@
-//! The layout of a record's value, shared by the scripts (which spell the
-//! state bytes as numbers, `IN_FLIGHT = 70` and so on, and the ranges as
-//! 1-based `string.sub` bounds) and the Rust that reads their replies.
+//! The layout of a record's value, shared by the scripts (each gets it as a
+//! prelude of Lua names, [`lua_prelude`], written from the constants here)
+//! and the Rust that reads their replies.
 //!
 //! | bytes | what |
 //! | --- | --- |
@@ -33,35 +33,108 @@ pub(crate) const TOKEN: Range<usize> = 33..49;
 /// Where the outcome starts; also the least length of a record.
 pub(crate) const OUTCOME: usize = 49;
 
+/// The layout as Lua names, put before every script: the state bytes (and
+/// the one-letter strings a script writes), the 1-based inclusive
+/// `string.sub` bounds of the fingerprint, the token and the outcome, the
+/// least length of a record, and `refuse_newer`, which refuses a record of
+/// a newer format rather than misread it.
+pub(crate) fn lua_prelude() -> String {
+    let tag = |b: u8| char::from(b);
+    format!(
+        "local IN_FLIGHT, COMPLETED, RELEASED = {IN_FLIGHT}, {COMPLETED}, {RELEASED}\n\
+         local IN_FLIGHT_TAG, COMPLETED_TAG, RELEASED_TAG = '{}', '{}', '{}'\n\
+         local FINGERPRINT_FROM, FINGERPRINT_TO = {}, {}\n\
+         local TOKEN_FROM, TOKEN_TO = {}, {}\n\
+         local OUTCOME_FROM, LEAST = {}, {OUTCOME}\n\
+         local function refuse_newer(state)\n\
+         \x20 if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then\n\
+         \x20   error('idem: newer record format ' .. string.char(state))\n\
+         \x20 end\n\
+         end\n",
+        tag(IN_FLIGHT),
+        tag(COMPLETED),
+        tag(RELEASED),
+        FINGERPRINT.start + 1,
+        FINGERPRINT.end,
+        TOKEN.start + 1,
+        TOKEN.end,
+        OUTCOME + 1,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const SCRIPTS: [(&str, &str); 8] = [
+        ("begin", include_str!("lua/begin.lua")),
+        ("peek", include_str!("lua/peek.lua")),
+        ("complete", include_str!("lua/complete.lua")),
+        ("commit", include_str!("lua/commit.lua")),
+        ("release", include_str!("lua/release.lua")),
+        ("renew", include_str!("lua/renew.lua")),
+        ("inspect", include_str!("lua/inspect.lua")),
+        ("remove", include_str!("lua/remove.lua")),
+    ];
+
     #[test]
-    fn the_scripts_spell_the_layout_as_this_file_does() {
-        let states =
-            format!("local IN_FLIGHT, COMPLETED, RELEASED = {IN_FLIGHT}, {COMPLETED}, {RELEASED}");
-        assert!(include_str!("lua/begin.lua").contains(&states));
-        // 1-based, inclusive bounds in Lua.
-        let token = format!("string.sub(v, {}, {})", TOKEN.start + 1, TOKEN.end);
-        let fingerprint = format!(
-            "string.sub(v, {}, {})",
-            FINGERPRINT.start + 1,
-            FINGERPRINT.end
-        );
-        let outcome = format!("string.sub(v, {})", OUTCOME + 1);
-        let begin = include_str!("lua/begin.lua");
-        for spelled in [&token, &fingerprint, &outcome] {
-            assert!(begin.contains(spelled.as_str()), "begin.lua: {spelled}");
+    fn no_script_spells_the_layout_itself() {
+        for (name, script) in SCRIPTS {
+            let code: Vec<&str> = script
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .collect();
+            for line in &code {
+                // Ranges, lengths, state bytes and letters by their names.
+                let spelled = |at: &str| {
+                    line.split(at)
+                        .skip(1)
+                        .any(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+                };
+                assert!(
+                    !spelled("string.sub(v, "),
+                    "{name}.lua spells a range: {line}"
+                );
+                assert!(!spelled("#v < "), "{name}.lua spells a length: {line}");
+                for state in [IN_FLIGHT, COMPLETED, RELEASED] {
+                    let letter = format!("'{}' ..", char::from(state));
+                    assert!(!line.contains(&letter), "{name}.lua spells a state: {line}");
+                    assert!(
+                        !line.contains(&format!("= {state}"))
+                            && !line.contains(&format!("{state},")),
+                        "{name}.lua spells a state byte: {line}"
+                    );
+                }
+            }
         }
-        for script in [
-            include_str!("lua/complete.lua"),
-            include_str!("lua/commit.lua"),
-            include_str!("lua/release.lua"),
-            include_str!("lua/renew.lua"),
-        ] {
-            assert!(script.contains(&token), "{script}");
-            assert!(script.contains("local IN_FLIGHT"), "{script}");
+    }
+
+    #[test]
+    fn the_prelude_names_the_layout_as_this_file_does() {
+        let prelude = lua_prelude();
+        assert!(prelude.contains("local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82\n"));
+        assert!(
+            prelude.contains("local IN_FLIGHT_TAG, COMPLETED_TAG, RELEASED_TAG = 'F', 'C', 'R'\n")
+        );
+        // 1-based, inclusive bounds in Lua.
+        assert!(prelude.contains("local FINGERPRINT_FROM, FINGERPRINT_TO = 2, 33\n"));
+        assert!(prelude.contains("local TOKEN_FROM, TOKEN_TO = 34, 49\n"));
+        assert!(prelude.contains("local OUTCOME_FROM, LEAST = 50, 49\n"));
+        for (name, script) in SCRIPTS {
+            let uses_layout = [
+                "IN_FLIGHT",
+                "COMPLETED",
+                "RELEASED",
+                "TOKEN_",
+                "FINGERPRINT_",
+                "OUTCOME_FROM",
+            ]
+            .iter()
+            .any(|n| script.contains(n));
+            assert!(
+                uses_layout,
+                "{name}.lua reads the record by the prelude's names"
+            );
         }
     }
 }

@@ -58,16 +58,34 @@ pub(crate) struct Scripts {
 impl Scripts {
     pub(crate) fn new() -> Self {
         Self {
-            begin: Script::new(BEGIN),
-            peek: Script::new(PEEK),
-            complete: Script::new(COMPLETE),
-            release: Script::new(RELEASE),
-            renew: Script::new(RENEW),
-            inspect: Script::new(INSPECT),
-            remove: Script::new(REMOVE),
-            commit: Script::new(COMMIT),
+            begin: with_layout(BEGIN),
+            peek: with_layout(PEEK),
+            complete: with_layout(COMPLETE),
+            release: with_layout(RELEASE),
+            renew: with_layout(RENEW),
+            inspect: with_layout(INSPECT),
+            remove: with_layout(REMOVE),
+            commit: with_layout(COMMIT),
         }
     }
+}
+
+/// `source` with the record's layout put before it (after its `#!lua`
+/// line, which must stay first).
+fn with_layout(source: &str) -> Script {
+    let prelude = crate::record::lua_prelude();
+    let (shebang, body) = match source.strip_prefix("#!") {
+        Some(_) => source.split_once('\n').unwrap_or((source, "")),
+        None => ("", source),
+    };
+    let mut script = String::with_capacity(shebang.len() + prelude.len() + body.len() + 1);
+    if !shebang.is_empty() {
+        script.push_str(shebang);
+        script.push('\n');
+    }
+    script.push_str(&prelude);
+    script.push_str(body);
+    Script::new(&script)
 }
 
 /// `EVALSHA` of `script` on `keys` (the record's first) with `args`, built

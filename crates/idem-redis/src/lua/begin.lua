@@ -1,13 +1,12 @@
 -- begin(fingerprint, lease_ms, want_ttl, durable), on KEYS[1], the record,
 -- and KEYS[2], its trace (the fingerprint of a completed record, kept after
 -- the record expires, so that a late retry is refused, not run again).
--- The record is one string: state (1 byte: 'F' 70 in flight, 'C' 67
--- completed, 'R' 82 released or removed), fingerprint (bytes 2-33), fencing
--- token (bytes 34-49, 16 digits), then the outcome of a completed record.
+-- The record is one string: state (IN_FLIGHT, COMPLETED, RELEASED),
+-- fingerprint, fencing token (16 digits), then the outcome of a completed
+-- record; its layout's names come before every script, from record.rs.
 -- The key expires with the lease (in flight) or the TTL (completed), so a
 -- record that is not live is a missing key (or 'R', kept 1 ms).
 -- Each branch names its row of idem_core::machine's table.
-local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82
 local function clock()
   local t = redis.call('TIME')
   local us = t[2]
@@ -27,15 +26,13 @@ if not v then
   end
   -- none | begin -> Acquired: put in flight, token from the clock.
   local now = clock()
-  redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. now, 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], IN_FLIGHT_TAG .. ARGV[1] .. now, 'PX', ARGV[2])
   return now
 end
 local state = string.byte(v)
 -- A record of a newer format (another first byte) is not misread.
-if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then
-  error('idem: newer record format ' .. string.char(state))
-end
-if #v < 49 then error('idem: corrupt record') end
+refuse_newer(state)
+if #v < LEAST then error('idem: corrupt record') end
 if state ~= RELEASED then
   -- With durable '1', an answer read from the record is made a write of
   -- this connection's own, so that the WAIT after it covers the record:
@@ -47,18 +44,18 @@ if state ~= RELEASED then
     if at > 0 then redis.call('PEXPIREAT', KEYS[1], at) end
   end
   -- in flight or completed, other fingerprint | begin -> Mismatch.
-  if string.sub(v, 2, 33) ~= ARGV[1] then return {'M'} end
+  if string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO) ~= ARGV[1] then return {'M'} end
   -- in flight, same fingerprint | begin -> InFlight { retry_after }.
   if state == IN_FLIGHT then return {'I', redis.call('PTTL', KEYS[1])} end
   -- completed, same fingerprint | begin -> Replay(outcome); with want_ttl
   -- '1', the key's time to live too (for the replay cache).
   if state == COMPLETED then
-    if ARGV[3] == '1' then return {'R', string.sub(v, 50), redis.call('PTTL', KEYS[1])} end
-    return {'R', string.sub(v, 50)}
+    if ARGV[3] == '1' then return {'R', string.sub(v, OUTCOME_FROM), redis.call('PTTL', KEYS[1])} end
+    return {'R', string.sub(v, OUTCOME_FROM)}
   end
   error('idem: corrupt record')
 end
 -- none (released, not live) | begin -> Acquired: token max(previous + 1, now).
-local token = string.format('%016.0f', math.max(tonumber(string.sub(v, 34, 49)) + 1, tonumber(clock())))
-redis.call('SET', KEYS[1], 'F' .. ARGV[1] .. token, 'PX', ARGV[2])
+local token = string.format('%016.0f', math.max(tonumber(string.sub(v, TOKEN_FROM, TOKEN_TO)) + 1, tonumber(clock())))
+redis.call('SET', KEYS[1], IN_FLIGHT_TAG .. ARGV[1] .. token, 'PX', ARGV[2])
 return token

@@ -10,10 +10,10 @@
 -- again), 0 the claim is lost (nothing applied), {3, i} the i-th read
 -- changed (nothing applied). The record's layout is in begin.lua; each
 -- branch names its row of idem_core::machine's table.
-local IN_FLIGHT, COMPLETED, SET = 70, 67, 83
+local SET = 83
 local v = redis.call('GET', KEYS[1])
 -- anything else | complete -> LeaseLost: nothing applied.
-if not v or string.sub(v, 34, 49) ~= ARGV[1] then return 0 end
+if not v or string.sub(v, TOKEN_FROM, TOKEN_TO) ~= ARGV[1] then return 0 end
 local state = string.byte(v)
 -- completed by the holder's token | complete -> Completed: a resent commit,
 -- nothing applied again.
@@ -38,10 +38,10 @@ for i = 2 + n, #KEYS - 1 do
   end
 end
 -- in flight, holder's token | complete -> Completed, with the writes.
-redis.call('SET', KEYS[1], 'C' .. string.sub(v, 2, 49) .. ARGV[3], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], COMPLETED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. ARGV[3], 'PX', ARGV[2])
 local trace_ms = ARGV[#ARGV]
 if trace_ms ~= '0' then
-  redis.call('SET', KEYS[#KEYS], string.sub(v, 2, 33), 'PX', tonumber(ARGV[2]) + tonumber(trace_ms))
+  redis.call('SET', KEYS[#KEYS], string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO), 'PX', tonumber(ARGV[2]) + tonumber(trace_ms))
 end
 if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], KEYS[1]) end
 return 1

@@ -5,7 +5,6 @@
 -- writes nothing that needs memory, so the full server still answers
 -- retries of the work it recorded. Replies 0 (no live record: a new key,
 -- which a full server cannot take), or begin's tagged answers.
-local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82
 local v = redis.call('GET', KEYS[1])
 if not v then
   -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
@@ -19,10 +18,8 @@ if not v then
   return {'E'}
 end
 local state = string.byte(v)
-if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then
-  error('idem: newer record format ' .. string.char(state))
-end
-if #v < 49 then error('idem: corrupt record') end
+refuse_newer(state)
+if #v < LEAST then error('idem: corrupt record') end
 if state == RELEASED then return 0 end
 -- As in begin: with durable '1', the answer is made this connection's own
 -- write (the expiry set to what it is), so that the WAIT after it covers
@@ -32,9 +29,9 @@ if ARGV[2] == '1' then
   if at > 0 then redis.call('PEXPIREAT', KEYS[1], at) end
 end
 -- in flight or completed, other fingerprint | begin -> Mismatch.
-if string.sub(v, 2, 33) ~= ARGV[1] then return {'M'} end
+if string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO) ~= ARGV[1] then return {'M'} end
 -- in flight, same fingerprint | begin -> InFlight { retry_after }.
 if state == IN_FLIGHT then return {'I', redis.call('PTTL', KEYS[1])} end
 -- completed, same fingerprint | begin -> Replay(outcome).
-if state == COMPLETED then return {'R', string.sub(v, 50)} end
+if state == COMPLETED then return {'R', string.sub(v, OUTCOME_FROM)} end
 error('idem: corrupt record')

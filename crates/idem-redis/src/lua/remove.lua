@@ -3,12 +3,9 @@
 -- KEYS[2], its trace.
 -- Replies 1 removed, 2 refused (in flight, not forced), 0 absent. Each
 -- branch names its row of idem_core::machine's table.
-local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82
 local v = redis.call('GET', KEYS[1])
 local state = v and string.byte(v)
-if v and state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then
-  error('idem: newer record format ' .. string.char(state))
-end
+if v then refuse_newer(state) end
 if not v or string.byte(v) == RELEASED then
   -- traced | remove -> Removed: a late retry runs again.
   if redis.call('DEL', KEYS[2]) == 1 then return 1 end
@@ -19,7 +16,7 @@ end
 if string.byte(v) == IN_FLIGHT and ARGV[1] ~= '1' then return 2 end
 -- completed, or in flight with force | remove -> Removed: ends now, token
 -- kept (as a release: 'R' for 1 ms).
-redis.call('SET', KEYS[1], 'R' .. string.sub(v, 2, 49), 'PX', 1)
+redis.call('SET', KEYS[1], RELEASED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO), 'PX', 1)
 redis.call('DEL', KEYS[2])
 if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
 return 1
