@@ -278,19 +278,26 @@ async fn every_answer_live_and_replayed_is_a_valid_grpc_response_frame_by_frame(
             stream += 2;
         }
     }
-    // Let the last frames through the proxy.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let bytes = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    let streams = frames_by_stream(&bytes);
-    let broken: Vec<String> = expected
-        .iter()
-        .filter_map(|(stream, what)| {
-            let frames = streams.get(stream).map_or(&[][..], Vec::as_slice);
-            valid_grpc_response(frames)
-                .err()
-                .map(|why| format!("{what}, stream {stream}: {why}"))
-        })
-        .collect();
+    // Until the proxy has passed on every stream's last frame (or five
+    // seconds, and what is still wrong is reported).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let broken = loop {
+        let bytes = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let streams = frames_by_stream(&bytes);
+        let broken: Vec<String> = expected
+            .iter()
+            .filter_map(|(stream, what)| {
+                let frames = streams.get(stream).map_or(&[][..], Vec::as_slice);
+                valid_grpc_response(frames)
+                    .err()
+                    .map(|why| format!("{what}, stream {stream}: {why}"))
+            })
+            .collect();
+        if broken.is_empty() || std::time::Instant::now() >= deadline {
+            break broken;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
@@ -355,18 +362,26 @@ async fn calls_whose_deadline_passes_mid_debit_get_deadline_exceeded_and_are_deb
         codes.iter().all(|c| c.as_deref() == Some("4")),
         "every call gets DEADLINE_EXCEEDED (4): {codes:?}"
     );
-    // The debits were not cancelled: each retry gets its receipt, once.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The debits were not cancelled: each retry gets its receipt, once
+    // (ABORTED while its debit still runs, then the recorded receipt).
     let mut send = send;
     for i in 0..32 {
-        let (headers, body, trailers) = debit(
-            &mut send,
-            &addr,
-            Some(&format!("late-{i}")),
-            &format!("late{i}"),
-            100,
-        )
-        .await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let (headers, body, trailers) = loop {
+            let answer = debit(
+                &mut send,
+                &addr,
+                Some(&format!("late-{i}")),
+                &format!("late{i}"),
+                100,
+            )
+            .await;
+            let aborted = grpc_status(&answer.0, answer.2.as_ref()).as_deref() == Some("10");
+            if !aborted || std::time::Instant::now() >= deadline {
+                break answer;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
         assert_eq!(
             grpc_status(&headers, trailers.as_ref()).as_deref(),
             Some("0")

@@ -22,6 +22,35 @@ async fn idle_in_transaction(pool: &sqlx::PgPool, schema: &str) -> i64 {
     .expect("pg_stat_activity")
 }
 
+/// Polls until the backends running a statement on `schema` that match
+/// `condition` (on `pg_stat_activity`) number `wanted` (`Some(0)`: none) or,
+/// with `None`, at least one; five seconds at most.
+async fn until_backends(pool: &sqlx::PgPool, schema: &str, condition: &str, wanted: Option<i64>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND {condition} AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()"
+        )))
+        .bind(schema)
+        .fetch_one(pool)
+        .await
+        .expect("pg_stat_activity");
+        let reached = match wanted {
+            Some(w) => n == w,
+            None => n > 0,
+        };
+        assert!(
+            reached || std::time::Instant::now() < deadline,
+            "{condition}: {n} backends"
+        );
+        if reached {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_gone_mid_transaction_leaves_nothing_open_and_debits_once() {
     let store = pg_store().await;
@@ -71,9 +100,11 @@ async fn client_gone_mid_transaction_leaves_nothing_open_and_debits_once() {
         debit(Duration::from_millis(400)).await.is_err(),
         "the client timed out"
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The debit's statement is waiting on the lock, its client gone.
+    until_backends(&pool, &schema, "wait_event_type = 'Lock'", None).await;
     blocker.rollback().await.expect("unlock");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Until no statement on the schema is running any more.
+    until_backends(&pool, &schema, "state = 'active'", Some(0)).await;
 
     assert_eq!(
         idle_in_transaction(&pool, &schema).await,
