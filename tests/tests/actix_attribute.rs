@@ -367,11 +367,22 @@ async fn a_request_force_removed_mid_way_takes_no_effect_and_its_retry_lands_onc
         let url = url.clone();
         async move { post(&url, Some("t-2"), "20").await }
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
     let id = idem_core::RecordId::new(
         &idem_core::Scope::global(),
         &idem_core::IdempotencyKey::parse("t-2").expect("key"),
     );
+    // Until the first request holds its claim (its slow step running).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !matches!(
+        idem_core::Store::inspect(&store, &id).await,
+        Ok(Some(idem_core::RecordInfo {
+            state: idem_core::RecordInfoState::InFlight { .. },
+            ..
+        }))
+    ) {
+        assert!(std::time::Instant::now() < deadline, "never claimed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let removed = idem_core::Store::remove(&store, &id, true)
         .await
         .expect("remove");
