@@ -32,28 +32,39 @@ pub async fn claim(store: &dyn Store, call: &idem_core::Call, lease: Duration) -
 /// Polls `call`'s completed record until its lifetime is over by the
 /// store's clock: a retry is then refused as expired.
 pub async fn wait_until_expired(store: &dyn Store, call: &idem_core::Call) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        match store
-            .begin(
-                call.record_id(),
-                call.fingerprint(),
-                Duration::from_secs(30),
-            )
-            .await
-        {
-            Ok(Begin::Expired) => return,
-            Ok(Begin::Replay(_)) if std::time::Instant::now() < deadline => {}
-            other => panic!("waiting for {:?} to expire, got {other:?}", call.key()),
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    retry_until(
+        store,
+        call,
+        "expire",
+        |b| matches!(b, Begin::Expired),
+        |b| matches!(b, Begin::Replay(_)),
+    )
+    .await;
 }
 
 /// Polls `call`'s completed record until its trace is over too by the
 /// store's clock: the retry that finds it so claims the record (kept, with
 /// a lease of 30 s).
 pub async fn wait_until_forgotten(store: &dyn Store, call: &idem_core::Call) {
+    retry_until(
+        store,
+        call,
+        "be forgotten",
+        |b| matches!(b, Begin::Acquired(_)),
+        |b| matches!(b, Begin::Replay(_) | Begin::Expired),
+    )
+    .await;
+}
+
+/// Retries `call` on `store` until it is answered as `done` says, for ten
+/// seconds, while it is answered as `before` says.
+async fn retry_until(
+    store: &dyn Store,
+    call: &idem_core::Call,
+    what: &str,
+    done: impl Fn(&Begin) -> bool,
+    before: impl Fn(&Begin) -> bool,
+) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         match store
@@ -64,12 +75,9 @@ pub async fn wait_until_forgotten(store: &dyn Store, call: &idem_core::Call) {
             )
             .await
         {
-            Ok(Begin::Acquired(_)) => return,
-            Ok(Begin::Replay(_) | Begin::Expired) if std::time::Instant::now() < deadline => {}
-            other => panic!(
-                "waiting for {:?} to be forgotten, got {other:?}",
-                call.key()
-            ),
+            Ok(b) if done(&b) => return,
+            Ok(b) if before(&b) && std::time::Instant::now() < deadline => {}
+            other => panic!("waiting for {:?} to {what}, got {other:?}", call.key()),
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -182,6 +182,18 @@ async fn a_full_redis_refuses_new_work_and_still_answers_recorded_work(kind: Ser
     assert!(matches!(recorded, Ok(Ran::Executed(_))), "{recorded:?}");
     let running = call("accounts", "running");
     let lease = claim(&store, &running, Duration::from_secs(30)).await;
+    // A debit recorded for a moment only: its trace outlives it.
+    let brief = call("accounts", "brief");
+    let brief_lease = claim(&store, &brief, Duration::from_secs(30)).await;
+    store
+        .complete(
+            brief.record_id(),
+            &brief_lease,
+            &Outcome::new(b"receipt for brief".to_vec()),
+            Duration::from_millis(1),
+        )
+        .await
+        .expect("complete");
 
     config(&server, "maxmemory", "1");
     match debit(&engine, &ran, "new").await {
@@ -221,6 +233,11 @@ async fn a_full_redis_refuses_new_work_and_still_answers_recorded_work(kind: Ser
         Ok(Begin::Replay(outcome)) => assert_eq!(outcome.as_bytes(), receipt.as_bytes()),
         other => panic!("{kind:?}: {other:?}"),
     }
+    // A late retry is refused from the record's trace on a full server too.
+    let late = store
+        .begin(brief.record_id(), brief.fingerprint(), lease.duration)
+        .await;
+    assert!(matches!(late, Ok(Begin::Expired)), "{kind:?}: {late:?}");
     assert_eq!(
         ran.load(Ordering::SeqCst),
         1,

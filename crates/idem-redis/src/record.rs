@@ -36,8 +36,11 @@ pub(crate) const OUTCOME: usize = 49;
 /// The layout as Lua names, put before every script: the state bytes (and
 /// the one-letter strings a script writes), the 1-based inclusive
 /// `string.sub` bounds of the fingerprint, the token and the outcome, the
-/// least length of a record, and `refuse_newer`, which refuses a record of
-/// a newer format rather than misread it.
+/// least length of a record, `refuse_newer`, which refuses a record of a
+/// newer format rather than misread it, and `traced`, the answer to a
+/// retry of an expired record from its trace (expired, or mismatch; with
+/// the durable mode, made a write of the connection's own as begin's other
+/// answers are).
 pub(crate) fn lua_prelude() -> String {
     let tag = |b: u8| char::from(b);
     format!(
@@ -50,6 +53,14 @@ pub(crate) fn lua_prelude() -> String {
          \x20 if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then\n\
          \x20   error('idem: newer record format ' .. string.char(state))\n\
          \x20 end\n\
+         end\n\
+         local function traced(trace, trace_key, fingerprint, durable)\n\
+         \x20 if durable == '1' then\n\
+         \x20   local at = redis.call('PEXPIRETIME', trace_key)\n\
+         \x20   if at > 0 then redis.call('PEXPIREAT', trace_key, at) end\n\
+         \x20 end\n\
+         \x20 if trace ~= fingerprint then return {{'M'}} end\n\
+         \x20 return {{'E'}}\n\
          end\n",
         tag(IN_FLIGHT),
         tag(COMPLETED),

@@ -16,14 +16,7 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   local trace = redis.call('GET', KEYS[2])
   -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
-  if trace then
-    if ARGV[4] == '1' then
-      local at = redis.call('PEXPIRETIME', KEYS[2])
-      if at > 0 then redis.call('PEXPIREAT', KEYS[2], at) end
-    end
-    if trace ~= ARGV[1] then return {'M'} end
-    return {'E'}
-  end
+  if trace then return traced(trace, KEYS[2], ARGV[1], ARGV[4]) end
   -- none | begin -> Acquired: put in flight, token from the clock.
   local now = clock()
   redis.call('SET', KEYS[1], IN_FLIGHT_TAG .. ARGV[1] .. now, 'PX', ARGV[2])

@@ -10,12 +10,7 @@ if not v then
   -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
   local trace = redis.call('GET', KEYS[2])
   if not trace then return 0 end
-  if ARGV[2] == '1' then
-    local at = redis.call('PEXPIRETIME', KEYS[2])
-    if at > 0 then redis.call('PEXPIREAT', KEYS[2], at) end
-  end
-  if trace ~= ARGV[1] then return {'M'} end
-  return {'E'}
+  return traced(trace, KEYS[2], ARGV[1], ARGV[2])
 end
 local state = string.byte(v)
 refuse_newer(state)
