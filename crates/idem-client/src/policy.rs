@@ -38,7 +38,9 @@ pub enum Decision {
 /// `429` and `503`, honouring `Retry-After` up to a cap; other 5xx when
 /// [`server_errors`](Self::server_errors) says so (idem records no 5xx by
 /// default, so a retry runs the request again). Never retried: `422` (the
-/// key was used for another request), `400` and every other 4xx, and
+/// key was used for another request), `412` (idem's `key-expired`: the
+/// request ran before and its answer is no longer kept), `400` and every
+/// other 4xx, and
 /// success. Pauses use full jitter (a random pause up to
 /// `base × 2^retry`, capped); a `Retry-After` sets the pause instead, up to
 /// [`max_retry_after`](Self::max_retry_after). No retry is made after
@@ -279,7 +281,7 @@ mod tests {
     #[test]
     fn a_reused_key_and_a_bad_request_are_never_retried() {
         let policy = RetryPolicy::default();
-        for status in [400, 401, 403, 404, 413, 422] {
+        for status in [400, 401, 403, 404, 412, 413, 422] {
             let attempt = Attempt::Answer {
                 status,
                 retry_after: None,
