@@ -82,3 +82,16 @@ async fn retry_until(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Polls `store` until it holds a record (the first request's claim, in a
+/// story that starts with one), for ten seconds; `what` names that request.
+pub async fn until_claimed(store: &idem_core::MemoryStore, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

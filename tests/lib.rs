@@ -33,7 +33,7 @@ mod unique;
 mod worker;
 
 pub use alive_tasks::{alive_tasks, alive_tasks_after};
-pub use claims::{call, claim, wait_until_expired, wait_until_forgotten};
+pub use claims::{call, claim, until_claimed, wait_until_expired, wait_until_forgotten};
 pub use fake_stores::{DownStore, RenewalsFail, SlowBegin};
 pub use hang_up::{debit_request, send_and_hang_up, HangUp};
 pub use mysql::{mysql_pool, mysql_store, mysql_store_on, mysql_url, unique_table};

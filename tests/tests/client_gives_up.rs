@@ -341,14 +341,7 @@ async fn a_duplicate_whose_client_hangs_up_while_it_waits_leaves_nothing_running
         tokio::spawn(async move { debit_and_read(&addr, path, "wait-1").await })
     };
     // Until the first debit holds its claim.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first debit never claimed its key"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    idem_tests::until_claimed(&store, "the first debit").await;
     let before = idem_tests::alive_tasks();
     send_and_hang_up(
         &addr,

@@ -147,14 +147,7 @@ async fn waiting_gives_up_after_max() {
         })
     };
     // Until the slow operation holds its claim.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the slow operation never claimed its key"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    idem_tests::until_claimed(&store, "the slow operation").await;
     let waited = engine
         .run(
             &c.clone().on_in_flight(OnInFlight::Wait {

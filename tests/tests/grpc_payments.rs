@@ -680,14 +680,7 @@ async fn a_retry_whose_deadline_passes_while_it_waits_for_the_first_leaves_nothi
         tokio::spawn(async move { client.debit(debit("nia", 1, Some("wait-grpc-1"))).await })
     };
     // Until the first debit holds its claim.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first debit never claimed its key"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    idem_tests::until_claimed(&store, "the first debit").await;
     let before = idem_tests::alive_tasks();
     let mut retry = debit("nia", 1, Some("wait-grpc-1"));
     retry.set_timeout(Duration::from_millis(200));

@@ -151,6 +151,16 @@ impl StoreError {
         }
     }
 
+    /// Refuses a record in `format` when it is newer than `reads`, the
+    /// format this version reads ([`newer_format`](Self::newer_format));
+    /// `what` names the record.
+    pub fn refuse_newer_format(what: &str, format: i16, reads: i16) -> Result<(), Self> {
+        if format > reads {
+            return Err(Self::newer_format(what, format, reads));
+        }
+        Ok(())
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> StoreErrorKind {
         self.kind

@@ -199,14 +199,7 @@ pub(crate) async fn inspect(
 
 /// Refuses a row of a format newer than this version's.
 fn newer(format: i16) -> Result<(), StoreError> {
-    if format > FORMAT {
-        return Err(StoreError::newer_format(
-            "the PostgreSQL record",
-            format,
-            FORMAT,
-        ));
-    }
-    Ok(())
+    StoreError::refuse_newer_format("the PostgreSQL record", format, FORMAT)
 }
 
 /// Ends the live record `id` (an in-flight one only if `force`).
