@@ -377,7 +377,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_record_from_a_newer_version_is_refused_for_now_and_nothing_runs() {
-        // Mid-rollout: an upgraded instance recorded the answer in format 2.
+        // Mid-rollout: an upgraded instance recorded the answer in format 3.
         let store = MemoryStore::new();
         let engine = Engine::new(store.clone());
         let c = call("k4");
@@ -392,7 +392,7 @@ mod tests {
             panic!("a fresh key")
         };
         let mut newer = encode(201, &[], b"debited").into_bytes();
-        newer[3] = b'2';
+        newer[3] = b'3';
         store
             .complete(
                 c.record_id(),

@@ -1,18 +1,21 @@
-//! Recorded responses: a compact binary form of status, end-to-end headers
-//! and body, read back byte for byte.
+//! Recorded responses: a compact binary form of status, end-to-end headers,
+//! body and trailers, read back byte for byte.
 //!
 //! Each record names its format in its first four bytes: `IDR` and the
-//! format's number, `1` today. A later format takes the next digit, so that
-//! this version, meeting one, says so ([`Unreadable::is_newer_format`])
-//! instead of misreading it; a later version keeps reading format 1.
+//! format's number. This version writes format 2 (lengths as varints, the
+//! commonest headers as one byte: [`format2`]) and reads formats 1 and 2,
+//! so that records written before it still replay; a later format takes the
+//! next digit, so that this version, meeting one, says so
+//! ([`Unreadable::is_newer_format`]) instead of misreading it.
+
+mod format1;
+mod format2;
 
 use bytes::Bytes;
 use idem_core::Outcome;
 
-const MAGIC: &[u8; 4] = b"IDR1";
-
 /// The format this version writes, and the newest it reads.
-pub const RECORD_FORMAT: u8 = 1;
+pub const RECORD_FORMAT: u8 = 2;
 
 /// What [`Unreadable`] says of a record in a format newer than this
 /// version's.
@@ -58,50 +61,17 @@ pub fn encode_with_trailers(
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .collect();
-    // Read twice, for the size and for the bytes, rather than collected.
-    let kept = || {
-        headers.iter().copied().filter(|(n, _)| {
+    let kept: Vec<(&str, &[u8])> = headers
+        .iter()
+        .copied()
+        .filter(|(n, _)| {
             !NOT_RECORDED.iter().any(|h| n.eq_ignore_ascii_case(h))
                 && !named_in_connection
                     .iter()
                     .any(|h| n.eq_ignore_ascii_case(h))
         })
-    };
-    let size = 4 + 2 + fields_size(kept()) + 8 + body.len() + fields_size(trailers.iter().copied());
-    let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&status.to_be_bytes());
-    put_fields(&mut out, kept());
-    out.extend_from_slice(&(body.len() as u64).to_be_bytes());
-    out.extend_from_slice(body);
-    if !trailers.is_empty() {
-        put_fields(&mut out, trailers.iter().copied());
-    }
-    Outcome::new(out)
-}
-
-/// The bytes [`put_fields`] writes for `fields`.
-fn fields_size<'a>(fields: impl Iterator<Item = (&'a str, &'a [u8])>) -> usize {
-    4 + fields
-        .map(|(n, v)| 2 + n.len() + 4 + v.len())
-        .sum::<usize>()
-}
-
-fn put_fields<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = (&'a str, &'a [u8])> + Clone) {
-    out.extend_from_slice(
-        &u32::try_from(fields.clone().count())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    for (name, value) in fields {
-        let name = name.as_bytes();
-        // Header names are short and values are bounded by the server's
-        // header limits, far below these widths.
-        out.extend_from_slice(&u16::try_from(name.len()).unwrap_or(u16::MAX).to_be_bytes());
-        out.extend_from_slice(name);
-        out.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_be_bytes());
-        out.extend_from_slice(value);
-    }
+        .collect();
+    Outcome::new(format2::write(status, &kept, body, trailers))
 }
 
 /// A recorded response, read back.
@@ -139,6 +109,7 @@ impl std::fmt::Display for Unreadable {
 
 impl std::error::Error for Unreadable {}
 
+/// Reads a record front to back; every read is bounds-checked.
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
@@ -151,66 +122,60 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    /// A count, then that many (name, value) fields, each value a slice of
-    /// `whole`, the record this reads.
-    fn fields(&mut self, whole: &Bytes) -> Result<Vec<(String, Bytes)>, Unreadable> {
-        let count = u32::from_be_bytes(self.array("field count")?);
-        let mut fields = Vec::new();
-        for _ in 0..count {
-            let n = usize::from(u16::from_be_bytes(self.array("field name length")?));
-            let name = std::str::from_utf8(self.take(n, "field name")?)
-                .map_err(|_| Unreadable("field name"))?
-                .to_owned();
-            let n = usize::try_from(u32::from_be_bytes(self.array("field value length")?))
-                .map_err(|_| Unreadable("field value length"))?;
-            fields.push((name, whole.slice_ref(self.take(n, "field value")?)));
-        }
-        Ok(fields)
-    }
-
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], Unreadable> {
         let mut a = [0; N];
         a.copy_from_slice(self.take(N, what)?);
         Ok(a)
     }
+
+    /// An unsigned LEB128 varint of at most 64 bits.
+    fn varint(&mut self, what: &'static str) -> Result<u64, Unreadable> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let [b] = self.array::<1>(what)?;
+            let bits = u64::from(b & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err(Unreadable(what));
+            }
+            value |= bits << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(Unreadable(what))
+    }
+
+    /// A varint length, then that many bytes.
+    fn counted(&mut self, what: &'static str) -> Result<&'a [u8], Unreadable> {
+        let n = usize::try_from(self.varint(what)?).map_err(|_| Unreadable(what))?;
+        self.take(n, what)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
-/// Decodes a recorded response.
+/// Decodes a recorded response, of any format up to [`RECORD_FORMAT`].
 pub fn decode(outcome: &Outcome) -> Result<RecordedResponse, Unreadable> {
     // The record's own bytes, shared: neither body nor values are copied.
     let whole = outcome.shared();
     let mut r = Reader(&whole);
-    let magic = r.take(4, "magic")?;
-    if magic != MAGIC {
-        return Err(match magic {
-            [b'I', b'D', b'R', n] if n.is_ascii_digit() && *n > b'0' + RECORD_FORMAT => {
-                Unreadable(NEWER_FORMAT)
-            }
-            _ => Unreadable("not a recorded HTTP response"),
-        });
-    }
-    let status = u16::from_be_bytes(r.array("status")?);
-    if !(100..=999).contains(&status) {
+    let recorded = match r.take(4, "magic")? {
+        m if m == format2::MAGIC => format2::read(&mut r, &whole)?,
+        m if m == format1::MAGIC => format1::read(&mut r, &whole)?,
+        [b'I', b'D', b'R', n] if n.is_ascii_digit() && *n > b'0' + RECORD_FORMAT => {
+            return Err(Unreadable(NEWER_FORMAT))
+        }
+        _ => return Err(Unreadable("not a recorded HTTP response")),
+    };
+    if !(100..=999).contains(&recorded.status) {
         return Err(Unreadable("status"));
     }
-    let headers = r.fields(&whole)?;
-    let n = usize::try_from(u64::from_be_bytes(r.array("body length")?))
-        .map_err(|_| Unreadable("body length"))?;
-    let body = whole.slice_ref(r.take(n, "body")?);
-    let trailers = if r.0.is_empty() {
-        Vec::new()
-    } else {
-        r.fields(&whole)?
-    };
-    if !r.0.is_empty() {
+    if !r.is_empty() {
         return Err(Unreadable("trailing bytes"));
     }
-    Ok(RecordedResponse {
-        status,
-        headers,
-        body,
-        trailers,
-    })
+    Ok(recorded)
 }
 
 #[cfg(test)]
@@ -254,18 +219,77 @@ mod tests {
             ("connection", b"x-hop"),
             ("x-hop", b"1"),
             ("x-a", b"1"),
+            ("content-type", b"application/json"),
         ];
-        let mut expected = b"IDR1\x00\xc9\x00\x00\x00\x02".to_vec();
-        expected.extend_from_slice(b"\x00\x0ccontent-type\x00\x00\x00\x0atext/plain");
-        expected.extend_from_slice(b"\x00\x03x-a\x00\x00\x00\x011");
-        expected.extend_from_slice(b"\x00\x00\x00\x00\x00\x00\x00\x02ok");
+        let mut expected = b"IDR2\x65\x03".to_vec();
+        expected.extend_from_slice(b"\x40\x0atext/plain");
+        expected.extend_from_slice(b"\x00\x03x-a\x011");
+        expected.extend_from_slice(b"\x80");
+        expected.extend_from_slice(b"\x02ok");
         assert_eq!(encode(201, &headers, b"ok").as_bytes(), &expected[..]);
-        expected.extend_from_slice(b"\x00\x00\x00\x01\x00\x0bgrpc-status\x00\x00\x00\x010");
+        expected.extend_from_slice(b"\x01\x87");
         let trailers: Vec<(&str, &[u8])> = vec![("grpc-status", b"0")];
         assert_eq!(
             encode_with_trailers(201, &headers, b"ok", &trailers).as_bytes(),
             &expected[..]
         );
+    }
+
+    #[test]
+    fn records_written_in_format_1_still_read() {
+        // As versions before format 2 wrote them (pinned bytes).
+        let mut v1 = b"IDR1\x00\xc9\x00\x00\x00\x02".to_vec();
+        v1.extend_from_slice(b"\x00\x0ccontent-type\x00\x00\x00\x0atext/plain");
+        v1.extend_from_slice(b"\x00\x03x-a\x00\x00\x00\x011");
+        v1.extend_from_slice(b"\x00\x00\x00\x00\x00\x00\x00\x02ok");
+        let plain = decode(&Outcome::new(v1.clone())).expect("format 1 reads");
+        let headers: Vec<(&str, &[u8])> = vec![("content-type", b"text/plain"), ("x-a", b"1")];
+        assert_eq!(plain, decode(&encode(201, &headers, b"ok")).expect("reads"));
+        v1.extend_from_slice(b"\x00\x00\x00\x01\x00\x0bgrpc-status\x00\x00\x00\x010");
+        let trailed = decode(&Outcome::new(v1)).expect("format 1 with trailers reads");
+        assert_eq!(
+            trailed.trailers,
+            vec![("grpc-status".to_owned(), Bytes::from_static(b"0"))]
+        );
+    }
+
+    #[test]
+    fn the_payments_debit_is_recorded_in_107_bytes() {
+        let body = br#"{"debit_id":"dbt_0000000000000000_1764000000000000","account":"alice","amount":1000,"balance":9000}"#;
+        assert_eq!(body.len(), 99);
+        let record = encode(201, &[("content-type", b"application/json")], body);
+        assert_eq!(record.len(), 107);
+    }
+
+    #[test]
+    fn every_status_header_and_size_round_trips() {
+        let long = vec![7u8; 70_000];
+        for status in [100, 200, 201, 227, 228, 404, 503, 999] {
+            let headers: Vec<(&str, &[u8])> = vec![
+                ("content-type", b"application/grpc"),
+                ("location", b"/debits/1"),
+                ("x-long", &long),
+                ("Content-Type", b"application/json"),
+            ];
+            let trailers: Vec<(&str, &[u8])> =
+                vec![("grpc-status", b"0"), ("grpc-message", b"ok"), ("x-t", b"")];
+            let back =
+                decode(&encode_with_trailers(status, &headers, &long, &trailers)).expect("decodes");
+            assert_eq!(back.status, status);
+            let got: Vec<(&str, &[u8])> = back
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), &v[..]))
+                .collect();
+            assert_eq!(got, headers);
+            let got: Vec<(&str, &[u8])> = back
+                .trailers
+                .iter()
+                .map(|(n, v)| (n.as_str(), &v[..]))
+                .collect();
+            assert_eq!(got, trailers);
+            assert_eq!(back.body, long[..]);
+        }
     }
 
     #[test]
@@ -299,14 +323,14 @@ mod tests {
     #[test]
     fn a_record_of_a_newer_format_is_told_apart_from_a_broken_one() {
         let mut newer = encode(200, &[], b"hello").into_bytes();
-        newer[3] = b'2';
+        newer[3] = b'3';
         let e = decode(&Outcome::new(newer)).expect_err("not read");
         assert!(e.is_newer_format(), "{e}");
         let e = decode(&Outcome::new(b"IDRx-and-so-on".to_vec())).expect_err("not read");
         assert!(!e.is_newer_format(), "{e}");
         assert!(
             decode(&encode(200, &[], b"hello")).is_ok(),
-            "format 1 reads"
+            "format 2 reads"
         );
     }
 
