@@ -64,10 +64,11 @@ async fn refuses_the_newer_record(store: &impl Store, c: &Call, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_record_of_the_previous_version_replays_and_a_newer_one_is_refused() {
     for (url, what) in [(redis_url(), "redis"), (valkey_url(), "valkey")] {
+        let prefix = unique_prefix("formats");
         let store = idem_redis::RedisStore::connect(&url)
             .await
             .expect(what)
-            .with_prefix(&unique_prefix("formats"));
+            .with_prefix(&prefix);
         let mut con = redis_connection(&url).await;
         let c = call("old-1");
         // The previous version's value: state, fingerprint, token, outcome.
@@ -75,7 +76,14 @@ async fn a_redis_record_of_the_previous_version_replays_and_a_newer_one_is_refus
         value.extend_from_slice(c.fingerprint().as_bytes());
         value.extend_from_slice(b"1764000000000001");
         value.extend_from_slice(RESPONSE_V1);
+        // Under the key the previous version wrote it: `<prefix>{<hex id>}`
+        // (still this version's default layout).
         let key = store.key(c.record_id());
+        assert_eq!(
+            key,
+            format!("{prefix}{{{}}}", c.record_id().to_hex()),
+            "{what}"
+        );
         let _: () = redis::cmd("SET")
             .arg(&key)
             .arg(&value)
@@ -85,6 +93,11 @@ async fn a_redis_record_of_the_previous_version_replays_and_a_newer_one_is_refus
             .await
             .expect("SET");
         replays_the_pinned_response(&store, &c, what).await;
+        // An instance switched to compact keys finds it too.
+        let compact = store
+            .clone()
+            .with_key_layout(idem_redis::KeyLayout::Compact);
+        replays_the_pinned_response(&compact, &c, what).await;
 
         // A format-2 record (its first byte names it).
         value[0] = b'2';

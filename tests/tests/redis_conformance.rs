@@ -115,3 +115,27 @@ mod single_with_replay_cache {
 
     idem_core::store_conformance_tests!(cached_store);
 }
+
+mod single_compact_keys {
+    use super::{redis_url, unique_prefix, RedisStore};
+
+    idem_core::store_conformance_tests!(|| async {
+        RedisStore::connect(&redis_url())
+            .await
+            .expect("Redis at IDEM_TEST_REDIS_URL (default redis://127.0.0.1:6379)")
+            .with_prefix(&unique_prefix("conformance"))
+            .with_key_layout(idem_redis::KeyLayout::Compact)
+    });
+}
+
+mod cluster_compact_keys {
+    use super::{redis_cluster_nodes, unique_prefix, RedisStore};
+
+    idem_core::store_conformance_tests!(|| async {
+        RedisStore::connect_cluster(redis_cluster_nodes())
+            .await
+            .expect("Redis Cluster at IDEM_TEST_REDIS_CLUSTER (default 127.0.0.1:7301-7303)")
+            .with_prefix(&unique_prefix("conformance"))
+            .with_key_layout(idem_redis::KeyLayout::Compact)
+    });
+}

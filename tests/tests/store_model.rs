@@ -369,6 +369,20 @@ fn redis_answers_as_the_transition_table_does() {
 }
 
 #[test]
+fn redis_with_compact_keys_answers_as_the_transition_table_does() {
+    check(
+        || async {
+            RedisStore::connect(&redis_url())
+                .await
+                .expect("Redis at IDEM_TEST_REDIS_URL (default redis://127.0.0.1:6379)")
+                .with_prefix(&unique_prefix("store-model"))
+                .with_key_layout(idem_redis::KeyLayout::Compact)
+        },
+        32,
+    );
+}
+
+#[test]
 fn valkey_answers_as_the_transition_table_does() {
     check(
         || async {

@@ -52,13 +52,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{RecordId, StoreError};
+use idem_core::StoreError;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
 mod connector;
 mod eviction;
+mod key_layout;
 mod operations;
 mod query;
 mod record;
@@ -73,6 +74,7 @@ mod wake;
 mod wire;
 
 pub use connector::{ConnectError, Connector};
+pub use key_layout::KeyLayout;
 pub use transaction::RedisTransaction;
 
 use eviction::Eviction;
@@ -107,6 +109,8 @@ pub struct RedisStore {
     eviction: Arc<Eviction>,
     /// How long a completed record's trace outlives it.
     trace: Duration,
+    /// The keys new records are written under.
+    layout: KeyLayout,
 }
 
 impl fmt::Debug for RedisStore {
@@ -203,6 +207,7 @@ impl RedisStore {
             mark: Arc::from(format!("{DEFAULT_PREFIX}durable")),
             replication: None,
             trace: DEFAULT_TRACE,
+            layout: KeyLayout::Hex,
         }
     }
 
@@ -314,16 +319,6 @@ impl RedisStore {
         self
     }
 
-    /// The Redis key of a record: `<prefix>{<hex record id>}`.
-    pub fn key(&self, id: &RecordId) -> String {
-        let mut key = String::with_capacity(self.prefix.len() + 66);
-        key.push_str(&self.prefix);
-        key.push('{');
-        id.push_hex(&mut key);
-        key.push('}');
-        key
-    }
-
     /// The trace's length as the scripts take it: milliseconds, `0` for none.
     pub(crate) fn trace_ms<'b>(&self, buf: &'b mut itoa::Buffer) -> &'b [u8] {
         if self.trace.is_zero() {
@@ -331,14 +326,6 @@ impl RedisStore {
         } else {
             wire::ms(self.trace, buf)
         }
-    }
-
-    /// The key of a record's trace, in its slot: `<key>:t`.
-    pub(crate) fn trace_key(key: &str) -> String {
-        let mut trace = String::with_capacity(key.len() + 2);
-        trace.push_str(key);
-        trace.push_str(":t");
-        trace
     }
 
     async fn invoke(
@@ -454,19 +441,6 @@ impl RedisStore {
     /// keys must share the record's hash slot).
     pub fn is_cluster(&self) -> bool {
         matches!(self.connection, Connection::Cluster(_))
-    }
-
-    /// A key for the operation's own data that shares the record's hash
-    /// slot: `<name>{<hex record id>}`. On Redis Cluster every key a
-    /// [`RedisTransaction`] reads or writes must carry the record's hash tag
-    /// like this one.
-    pub fn tagged_key(&self, id: &RecordId, name: &str) -> String {
-        let mut key = String::with_capacity(name.len() + 66);
-        key.push_str(name);
-        key.push('{');
-        id.push_hex(&mut key);
-        key.push('}');
-        key
     }
 
     /// The replay cache, if the store has one ([`with_replay_cache`](Self::with_replay_cache)).

@@ -48,11 +48,10 @@ impl RedisStore {
         } else {
             b""
         };
-        let key = self.key(id);
-        let trace = Self::trace_key(&key);
+        let keys = self.record_keys(id);
         let eval = evalsha(
             &self.scripts.begin,
-            &[&key, &trace],
+            &keys.all(),
             &[
                 fingerprint.as_bytes(),
                 ms(lease, &mut itoa::Buffer::new()),
@@ -71,7 +70,7 @@ impl RedisStore {
             Err(full) if full.kind() == StoreErrorKind::Full => {
                 let peek = evalsha(
                     &self.scripts.peek,
-                    &[&key, &trace],
+                    &keys.all(),
                     &[fingerprint.as_bytes(), durable],
                 );
                 match self
@@ -148,11 +147,10 @@ impl RedisStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let token = TokenText::new(lease.token);
-        let key = self.key(id);
         self.fenced(
             "complete",
             &self.scripts.complete,
-            &[&key, &Self::trace_key(&key)],
+            &self.record_keys(id).all(),
             &[
                 token.as_bytes(),
                 ms(ttl, &mut itoa::Buffer::new()),
@@ -222,7 +220,7 @@ impl Store for RedisStore {
         self.fenced(
             "release",
             &self.scripts.release,
-            &[&self.key(id)],
+            &self.record_keys(id).all(),
             &[token.as_bytes(), self.channel.as_bytes()],
         )
         .await
@@ -238,7 +236,7 @@ impl Store for RedisStore {
         self.fenced(
             "renew",
             &self.scripts.renew,
-            &[&self.key(id)],
+            &self.record_keys(id).all(),
             &[token.as_bytes(), ms(duration, &mut itoa::Buffer::new())],
         )
         .await?;
@@ -254,7 +252,12 @@ impl Store for RedisStore {
 
     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
         let reply = self
-            .invoke("inspect", &self.scripts.inspect, &[&self.key(id)], &[])
+            .invoke(
+                "inspect",
+                &self.scripts.inspect,
+                &self.record_keys(id).all(),
+                &[],
+            )
             .await?;
         operations::inspected(&reply)
     }
@@ -286,17 +289,17 @@ impl Store for RedisStore {
                 Err(_) => Look::Changed(None),
             }
         };
-        wakes.waiters.wait(self.key(id), within, look).await
+        // Wake-ups name the hex key, whatever the layout.
+        wakes.waiters.wait(self.hex_key(id), within, look).await
     }
 
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
         let force: &[u8] = if force { b"1" } else { b"0" };
-        let key = self.key(id);
         let reply = self
             .invoke(
                 "remove",
                 &self.scripts.remove,
-                &[&key, &Self::trace_key(&key)],
+                &self.record_keys(id).all(),
                 &[force, self.channel.as_bytes()],
             )
             .await?;

@@ -199,21 +199,20 @@ impl StoreTransaction for RedisTransaction {
         self.check_slots(&completion.id)?;
         let store = &self.store;
         let script = &store.scripts.commit;
-        let numkeys = 2 + self.reads.len() + self.writes.len();
+        let numkeys = 4 + self.reads.len() + self.writes.len();
         let mut eval = redis::Cmd::new();
-        let key = store.key(&completion.id);
-        eval.arg("EVALSHA")
-            .arg(script.get_hash())
-            .arg(numkeys)
-            .arg(&key);
+        eval.arg("EVALSHA").arg(script.get_hash()).arg(numkeys);
+        // First the record's four keys (key_layout.rs), then the keys read
+        // and written.
+        for key in store.record_keys(&completion.id).all() {
+            eval.arg(key);
+        }
         for (key, _) in &self.reads {
             eval.arg(key);
         }
         for (key, _) in &self.writes {
             eval.arg(key);
         }
-        // Last, the record's trace.
-        eval.arg(RedisStore::trace_key(&key));
         let token = TokenText::new(completion.lease.token);
         eval.arg(token.as_bytes())
             .arg(ms(completion.ttl, &mut itoa::Buffer::new()))

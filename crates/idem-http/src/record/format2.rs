@@ -169,11 +169,13 @@ fn put_counted(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    // The low seven bits each time: `n & 0x7f` always fits a byte.
+    let low = |n: u64| u8::try_from(n & 0x7f).unwrap_or(0);
     while n >= 0x80 {
-        out.push((n as u8) | 0x80);
+        out.push(low(n) | 0x80);
         n >>= 7;
     }
-    out.push(n as u8);
+    out.push(low(n));
 }
 
 #[cfg(test)]

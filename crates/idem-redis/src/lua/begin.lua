@@ -1,6 +1,8 @@
--- begin(fingerprint, lease_ms, want_ttl, durable), on KEYS[1], the record,
--- and KEYS[2], its trace (the fingerprint of a completed record, kept after
--- the record expires, so that a late retry is refused, not run again).
+-- begin(fingerprint, lease_ms, want_ttl, durable), on the record's four
+-- keys (key_layout.rs): KEYS[1] where this store writes it, KEYS[2] its
+-- trace (the fingerprint of a completed record, kept after the record
+-- expires, so that a late retry is refused, not run again), KEYS[3] and
+-- KEYS[4] the other layout's; `find` reads the one that holds the record.
 -- The record is one string: state (IN_FLIGHT, COMPLETED, RELEASED),
 -- fingerprint, fencing token (16 digits), then the outcome of a completed
 -- record; its layout's names come before every script, from record.rs.
@@ -12,11 +14,11 @@ local function clock()
   local us = t[2]
   return t[1] .. string.rep('0', 6 - #us) .. us
 end
-local v = redis.call('GET', KEYS[1])
+local key, _, v = find()
 if not v then
-  local trace = redis.call('GET', KEYS[2])
+  local trace_key, trace = find_trace()
   -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
-  if trace then return traced(trace, KEYS[2], ARGV[1], ARGV[4]) end
+  if trace then return traced(trace, trace_key, ARGV[1], ARGV[4]) end
   -- none | begin -> Acquired: put in flight, token from the clock.
   local now = clock()
   redis.call('SET', KEYS[1], IN_FLIGHT_TAG .. ARGV[1] .. now, 'PX', ARGV[2])
@@ -33,22 +35,23 @@ if state ~= RELEASED then
   -- read alone would let a replay be served from a record not yet on any
   -- replica. The key's expiry is set to what it is: nothing changes.
   if ARGV[4] == '1' then
-    local at = redis.call('PEXPIRETIME', KEYS[1])
-    if at > 0 then redis.call('PEXPIREAT', KEYS[1], at) end
+    local at = redis.call('PEXPIRETIME', key)
+    if at > 0 then redis.call('PEXPIREAT', key, at) end
   end
   -- in flight or completed, other fingerprint | begin -> Mismatch.
   if string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO) ~= ARGV[1] then return {'M'} end
   -- in flight, same fingerprint | begin -> InFlight { retry_after }.
-  if state == IN_FLIGHT then return {'I', redis.call('PTTL', KEYS[1])} end
+  if state == IN_FLIGHT then return {'I', redis.call('PTTL', key)} end
   -- completed, same fingerprint | begin -> Replay(outcome); with want_ttl
   -- '1', the key's time to live too (for the replay cache).
   if state == COMPLETED then
-    if ARGV[3] == '1' then return {'R', string.sub(v, OUTCOME_FROM), redis.call('PTTL', KEYS[1])} end
+    if ARGV[3] == '1' then return {'R', string.sub(v, OUTCOME_FROM), redis.call('PTTL', key)} end
     return {'R', string.sub(v, OUTCOME_FROM)}
   end
   error('idem: corrupt record')
 end
--- none (released, not live) | begin -> Acquired: token max(previous + 1, now).
+-- none (released, not live) | begin -> Acquired: token max(previous + 1,
+-- now), under the written layout's key.
 local token = string.format('%016.0f', math.max(tonumber(string.sub(v, TOKEN_FROM, TOKEN_TO)) + 1, tonumber(clock())))
 redis.call('SET', KEYS[1], IN_FLIGHT_TAG .. ARGV[1] .. token, 'PX', ARGV[2])
 return token

@@ -1,20 +1,20 @@
 #!lua flags=allow-oom
--- complete(token, ttl_ms, outcome, channel, trace_ms), on KEYS[1], the
--- record (layout in begin.lua), and KEYS[2], its trace. Replies 1 completed
--- (now, or before by this token), 0 the claim is lost. Each branch names its
--- row of idem_core::machine's table.
-local v = redis.call('GET', KEYS[1])
+-- complete(token, ttl_ms, outcome, channel, trace_ms), on the record's four
+-- keys (key_layout.rs; layout in begin.lua). Replies 1 completed (now, or
+-- before by this token), 0 the claim is lost. Each branch names its row of
+-- idem_core::machine's table.
+local key, trace_key, v = find()
 -- anything else | complete -> LeaseLost (no live record, another token).
 if not v or string.sub(v, TOKEN_FROM, TOKEN_TO) ~= ARGV[1] then return 0 end
 local state = string.byte(v)
 -- in flight, holder's token | complete -> Completed: completed until now + ttl.
 if state == IN_FLIGHT then
-  redis.call('SET', KEYS[1], COMPLETED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. ARGV[3], 'PX', ARGV[2])
+  redis.call('SET', key, COMPLETED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. ARGV[3], 'PX', ARGV[2])
   -- traced for trace_ms after it expires (its fingerprint).
   if ARGV[5] ~= '0' then
-    redis.call('SET', KEYS[2], string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO), 'PX', tonumber(ARGV[2]) + tonumber(ARGV[5]))
+    redis.call('SET', trace_key, string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO), 'PX', tonumber(ARGV[2]) + tonumber(ARGV[5]))
   end
-  if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], KEYS[1]) end
+  if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], wake_key()) end
   return 1
 end
 -- completed by the holder's token | complete -> Completed: first outcome kept.

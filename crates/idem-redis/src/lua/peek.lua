@@ -1,16 +1,16 @@
--- peek(fingerprint, durable), on KEYS[1], the record (layout in begin.lua),
--- and KEYS[2], its trace:
--- begin's answers for an existing record, for a server that refused
--- begin's claim because it is full (over maxmemory under noeviction). It
--- writes nothing that needs memory, so the full server still answers
--- retries of the work it recorded. Replies 0 (no live record: a new key,
--- which a full server cannot take), or begin's tagged answers.
-local v = redis.call('GET', KEYS[1])
+-- peek(fingerprint, durable), on the record's four keys (key_layout.rs;
+-- layout in begin.lua): begin's answers for an existing record, for a
+-- server that refused begin's claim because it is full (over maxmemory
+-- under noeviction). It writes nothing that needs memory, so the full
+-- server still answers retries of the work it recorded. Replies 0 (no live
+-- record: a new key, which a full server cannot take), or begin's tagged
+-- answers.
+local key, _, v = find()
 if not v then
   -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
-  local trace = redis.call('GET', KEYS[2])
+  local trace_key, trace = find_trace()
   if not trace then return 0 end
-  return traced(trace, KEYS[2], ARGV[1], ARGV[2])
+  return traced(trace, trace_key, ARGV[1], ARGV[2])
 end
 local state = string.byte(v)
 refuse_newer(state)
@@ -20,13 +20,13 @@ if state == RELEASED then return 0 end
 -- write (the expiry set to what it is), so that the WAIT after it covers
 -- the record. PEXPIREAT is not refused on a full server.
 if ARGV[2] == '1' then
-  local at = redis.call('PEXPIRETIME', KEYS[1])
-  if at > 0 then redis.call('PEXPIREAT', KEYS[1], at) end
+  local at = redis.call('PEXPIRETIME', key)
+  if at > 0 then redis.call('PEXPIREAT', key, at) end
 end
 -- in flight or completed, other fingerprint | begin -> Mismatch.
 if string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO) ~= ARGV[1] then return {'M'} end
 -- in flight, same fingerprint | begin -> InFlight { retry_after }.
-if state == IN_FLIGHT then return {'I', redis.call('PTTL', KEYS[1])} end
+if state == IN_FLIGHT then return {'I', redis.call('PTTL', key)} end
 -- completed, same fingerprint | begin -> Replay(outcome).
 if state == COMPLETED then return {'R', string.sub(v, OUTCOME_FROM)} end
 error('idem: corrupt record')

@@ -1,0 +1,187 @@
+//! Where a record lives: the two key layouts every store reads, the one it
+//! writes new records under, and its trace's key.
+//!
+//! - **Hex** (`<prefix>{<64 hex digits of the record id>}`), the layout of
+//!   every version so far, and still the default: an instance of an earlier
+//!   version looks for records only there.
+//! - **Compact** (`<prefix>{<slot tag>}<the id's first 24 bytes, base64url>`),
+//!   29 bytes shorter (42 bytes with the default prefix, which the allocator
+//!   rounds to 48, against 71 rounded to 80). Its hash tag is the shortest alphanumeric string in the hex
+//!   key's slot ([`crate::slot::tag_of`]), so a record's two keys (and the
+//!   keys [`RedisStore::tagged_key`] names) share one slot: a script reads
+//!   both atomically, on Redis Cluster too.
+//!
+//! Every script gets the record's four keys, the layout it writes first
+//! (`KEYS[1]`, its trace `KEYS[2]`), the other after (`KEYS[3]`, `KEYS[4]`),
+//! and acts on whichever holds the record; a record is never live under
+//! both, since a claim looks under both first. Wake-ups name the hex key
+//! whatever the layout, as earlier versions do, so instances of either
+//! version wake each other's waiters.
+
+use base64::Engine as _;
+use idem_core::RecordId;
+
+use crate::slot;
+use crate::RedisStore;
+
+/// The key layout a store writes new records under
+/// ([`RedisStore::with_key_layout`]); it reads records under both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyLayout {
+    /// `<prefix>{<64 hex digits>}`: read by every version of idem (the
+    /// default).
+    #[default]
+    Hex,
+    /// `<prefix>{<slot tag>}<32 base64url characters>`, 29 bytes shorter.
+    /// Read only by this version and later: choose it once no instance of
+    /// an earlier version shares the store, since those look only under the
+    /// hex key, and a retry that reached one would run again.
+    Compact,
+}
+
+/// A record's keys, as the scripts take them: the layout the store writes
+/// (and its trace), then the other (and its trace).
+pub(crate) struct RecordKeys([String; 4]);
+
+impl RecordKeys {
+    /// The four keys, in the scripts' order.
+    pub(crate) fn all(&self) -> [&str; 4] {
+        let [a, b, c, d] = &self.0;
+        [a, b, c, d]
+    }
+}
+
+impl RedisStore {
+    /// Writes new records under `layout`'s keys (default
+    /// [`KeyLayout::Hex`]); records are found under either layout, so a
+    /// store may switch at any time without losing a record, and every
+    /// store of this version reads what the others wrote.
+    ///
+    /// [`KeyLayout::Compact`] saves 32 bytes of Redis memory a record (its
+    /// key, 29 characters shorter, in a smaller allocation). Choose it once
+    /// every instance that shares the store runs this version or a later
+    /// one.
+    #[must_use]
+    pub fn with_key_layout(mut self, layout: KeyLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The key this store writes a record under (its layout's:
+    /// [`with_key_layout`](Self::with_key_layout)).
+    pub fn key(&self, id: &RecordId) -> String {
+        key(&self.prefix, self.layout, id)
+    }
+
+    /// A record's four keys, in the scripts' order.
+    pub(crate) fn record_keys(&self, id: &RecordId) -> RecordKeys {
+        record_keys(&self.prefix, self.layout, id)
+    }
+
+    /// `<prefix>{<hex record id>}`, whatever the layout: what wake-ups name.
+    pub(crate) fn hex_key(&self, id: &RecordId) -> String {
+        key(&self.prefix, KeyLayout::Hex, id)
+    }
+
+    /// A key for the operation's own data that shares the record's hash
+    /// slot: `<name>{<hex record id>}`. On Redis Cluster every key a
+    /// [`RedisTransaction`](crate::RedisTransaction) reads or writes must
+    /// carry the record's hash tag like this one. (Under either layout the
+    /// record is in this key's slot.)
+    pub fn tagged_key(&self, id: &RecordId, name: &str) -> String {
+        let mut key = String::with_capacity(name.len() + 66);
+        key.push_str(name);
+        key.push('{');
+        id.push_hex(&mut key);
+        key.push('}');
+        key
+    }
+}
+
+fn record_keys(prefix: &str, layout: KeyLayout, id: &RecordId) -> RecordKeys {
+    let (hex, compact) = (
+        key(prefix, KeyLayout::Hex, id),
+        key(prefix, KeyLayout::Compact, id),
+    );
+    let (hex_trace, compact_trace) = (trace_key(&hex), trace_key(&compact));
+    RecordKeys(match layout {
+        KeyLayout::Hex => [hex, hex_trace, compact, compact_trace],
+        KeyLayout::Compact => [compact, compact_trace, hex, hex_trace],
+    })
+}
+
+/// A record's key under `layout`: `<prefix>{<hex record id>}`, or
+/// `<prefix>{<slot tag>}<base64url of the id's first 24 bytes>` (192 bits
+/// of the SHA-256 record id, far past any chance of two records meeting;
+/// and a request under another key with the same id would still need the
+/// same fingerprint to be answered).
+fn key(prefix: &str, layout: KeyLayout, id: &RecordId) -> String {
+    let mut hex = String::with_capacity(prefix.len() + 66);
+    hex.push_str(prefix);
+    hex.push('{');
+    id.push_hex(&mut hex);
+    hex.push('}');
+    if layout == KeyLayout::Hex {
+        return hex;
+    }
+    let tag = slot::tag_of(slot::slot(hex.as_bytes()));
+    let mut key = String::with_capacity(prefix.len() + tag.len() + 34);
+    key.push_str(prefix);
+    key.push('{');
+    key.push_str(tag);
+    key.push('}');
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(&id.as_bytes()[..24], &mut key);
+    key
+}
+
+/// The key of a record's trace, in its slot: `<key>:t`.
+pub(crate) fn trace_key(key: &str) -> String {
+    let mut trace = String::with_capacity(key.len() + 2);
+    trace.push_str(key);
+    trace.push_str(":t");
+    trace
+}
+
+#[cfg(test)]
+mod tests {
+    use idem_core::{IdempotencyKey, RecordId, Scope};
+
+    use super::{key, record_keys, trace_key, KeyLayout};
+    use crate::slot::slot;
+
+    #[test]
+    fn a_records_keys_share_one_slot_and_the_compact_one_is_29_bytes_shorter() {
+        for n in 0..2000 {
+            let id = RecordId::new(
+                &Scope::new("account=alice"),
+                &IdempotencyKey::parse(&format!("k-{n}")).expect("key"),
+            );
+            let keys = record_keys("idem:", KeyLayout::Compact, &id);
+            let [c, ct, h, ht] = keys.all();
+            assert_eq!(h, key("idem:", KeyLayout::Hex, &id));
+            assert_eq!(c, key("idem:", KeyLayout::Compact, &id));
+            let hex_first = record_keys("idem:", KeyLayout::Hex, &id);
+            assert_eq!(hex_first.all(), [h, ht, c, ct]);
+            assert_eq!((ct, ht), (&trace_key(c)[..], &trace_key(h)[..]));
+            let s = slot(h.as_bytes());
+            let mut balance = String::from("balance{");
+            id.push_hex(&mut balance);
+            balance.push('}');
+            for other in [c, ct, ht, &balance[..]] {
+                assert_eq!(slot(other.as_bytes()), s, "{other} in {h}'s slot");
+            }
+            assert!(h.len() - c.len() >= 29, "{c} against {h}");
+        }
+    }
+
+    #[test]
+    fn the_compact_key_is_pinned() {
+        // A record written under a compact key must be found by every later
+        // version: the layout does not change.
+        let id = RecordId::from_bytes(std::array::from_fn(|i| u8::try_from(i).unwrap_or(0)));
+        assert_eq!(
+            key("idem:", KeyLayout::Compact, &id),
+            "idem:{Axn}AAECAwQFBgcICQoLDA0ODxAREhMUFRYX"
+        );
+    }
+}
