@@ -3,8 +3,11 @@
 //! A [`Store`](idem_core::Store) for idem on Redis and Redis Cluster, for services that run
 //! many instances.
 //!
-//! - **One key per record**, `<prefix>{<record id>}`: the hash tag keeps a
-//!   record in one slot, so it works on Redis Cluster unchanged.
+//! - **One key per record**, `<prefix>{<hex record id>}`, or with
+//!   [`KeyLayout::Compact`] `<prefix>{<slot tag>}<base64url id>`, 29 bytes
+//!   shorter: the hash tag keeps a record in one slot, so it works on Redis
+//!   Cluster unchanged, and both layouts of a record share that slot, so
+//!   every script finds a record under either.
 //! - **One script call per transition** (`EVALSHA`; on `NOSCRIPT` the script is
 //!   loaded and the call retried): a first request costs two commands (begin,
 //!   complete), a replay or a duplicate in flight one.
