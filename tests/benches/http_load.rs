@@ -56,7 +56,7 @@ mod baseline;
 mod mysql_pair;
 #[path = "common/naive.rs"]
 mod naive;
-use idem_redis::RedisStore;
+use idem_redis::{KeyLayout, RedisStore};
 use naive::{naive_router, MemoryKeys, Naive, NaiveKeys};
 
 const ROUNDS: usize = 7;
@@ -232,6 +232,15 @@ async fn redis_pair_traced(
     replay_cache: bool,
     trace: Duration,
 ) -> Result<(String, String), String> {
+    redis_pair_laid_out(replay_cache, trace, KeyLayout::Hex).await
+}
+
+/// The redis pair, new records under `layout`'s keys.
+async fn redis_pair_laid_out(
+    replay_cache: bool,
+    trace: Duration,
+    layout: KeyLayout,
+) -> Result<(String, String), String> {
     let url = idem_tests::redis_url();
     let run = format!("idem-bench:{}:", std::process::id());
     let redis = redis::aio::ConnectionManager::new(
@@ -250,7 +259,8 @@ async fn redis_pair_traced(
         .await
         .map_err(|e| e.to_string())?
         .with_prefix(&format!("{run}idem:"))
-        .with_expired_trace(trace);
+        .with_expired_trace(trace)
+        .with_key_layout(layout);
     let store = if replay_cache {
         store.with_replay_cache(64 << 20, Duration::from_secs(5))
     } else {
@@ -845,6 +855,28 @@ fn run_redis_trace_trio(rt: &tokio::runtime::Runtime, script: &str) -> Result<()
     )
 }
 
+/// What compact keys change: the redis pair's baseline, idem writing hex
+/// keys (the default) and idem writing compact keys (both read both).
+fn run_redis_layouts_trio(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let ((naive, hex), (_, compact)) = rt.block_on(async {
+        let trace = idem_redis::DEFAULT_TRACE;
+        let hex = redis_pair_laid_out(false, trace, KeyLayout::Hex).await?;
+        let compact = redis_pair_laid_out(false, trace, KeyLayout::Compact).await?;
+        Ok::<_, String>((hex, compact))
+    })?;
+    compare_on_redis(
+        rt,
+        "redis-layouts",
+        [
+            "SET NX + SET (baseline)",
+            "with idem (RedisStore, hex keys)",
+            "with idem (RedisStore, compact keys)",
+        ],
+        [&naive, &hex, &compact],
+        script,
+    )
+}
+
 /// The bare route against idem on memory answering replays only.
 fn run_replay_pair(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
     let (bare, naive, idem) = rt.block_on(async {
@@ -1195,6 +1227,9 @@ fn main() -> ExitCode {
         }
         if wanted("redis-trace") {
             run_redis_trace_trio(&rt, &script)?;
+        }
+        if wanted("redis-layouts") {
+            run_redis_layouts_trio(&rt, &script)?;
         }
         if wanted("redis-replay") {
             run_redis_replay_pair(&rt, &replay_script, false)?;
