@@ -221,7 +221,7 @@ mod tests {
             ("x-a", b"1"),
             ("content-type", b"application/json"),
         ];
-        let mut expected = b"IDR2\x65\x03".to_vec();
+        let mut expected = b"IDR2\x65\x06".to_vec();
         expected.extend_from_slice(b"\x40\x0atext/plain");
         expected.extend_from_slice(b"\x00\x03x-a\x011");
         expected.extend_from_slice(b"\x80");
