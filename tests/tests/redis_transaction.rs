@@ -8,7 +8,7 @@ use std::time::Duration;
 use idem_core::{
     encode_result, Call, CommitError, Engine, Never, Policy, Ran, Store, StoreErrorKind,
 };
-use idem_redis::RedisStore;
+use idem_redis::{KeyLayout, RedisStore};
 use idem_tests::{redis_cluster_nodes, unique_prefix, valkey_cluster_nodes, Server};
 
 async fn store(url: &str) -> (RedisStore, String) {
@@ -152,11 +152,20 @@ fn cluster_nodes(server: Server) -> Vec<String> {
 async fn on_a_cluster_keys_outside_the_record_slot_are_refused_and_tagged_keys_commit(
     server: Server,
 ) {
+    // Under either key layout: the record's two keys and its tagged keys
+    // share one slot.
+    for layout in [KeyLayout::Hex, KeyLayout::Compact] {
+        refused_outside_and_committed_inside_the_slot(server, layout).await;
+    }
+}
+
+async fn refused_outside_and_committed_inside_the_slot(server: Server, layout: KeyLayout) {
     let prefix = unique_prefix("redis-tx-cluster");
     let store = RedisStore::connect_cluster(cluster_nodes(server))
         .await
         .expect("redis cluster")
-        .with_prefix(&format!("{prefix}idem:"));
+        .with_prefix(&format!("{prefix}idem:"))
+        .with_key_layout(layout);
     let engine = Engine::new(store.clone());
     let c = call("cluster");
     let refused = engine

@@ -82,7 +82,7 @@ use std::time::Duration;
 use idem_core::machine::micros;
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
-    StoreError, StoreFuture,
+    StoreError,
 };
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, MySqlConnection};
@@ -306,18 +306,6 @@ impl Store for MySqlStore {
         calls::begin(&self.pool, &self.sql, id, fingerprint, lease).await
     }
 
-    // The engine's forms box their work once, not twice.
-    fn begin_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        fingerprint: Fingerprint,
-        lease: Duration,
-    ) -> StoreFuture<Begin> {
-        StoreFuture::boxed(async move {
-            calls::begin(&self.pool, &self.sql, &id, &fingerprint, lease).await
-        })
-    }
-
     async fn complete(
         &self,
         id: &RecordId,
@@ -326,16 +314,6 @@ impl Store for MySqlStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         self.complete_on_pool(id, lease, outcome, ttl).await
-    }
-
-    fn complete_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        lease: Lease,
-        outcome: Outcome,
-        ttl: Duration,
-    ) -> StoreFuture<()> {
-        StoreFuture::boxed(async move { self.complete_on_pool(&id, &lease, &outcome, ttl).await })
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

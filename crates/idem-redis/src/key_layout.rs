@@ -11,10 +11,13 @@
 //!   keys [`RedisStore::tagged_key`] names) share one slot: a script reads
 //!   both atomically, on Redis Cluster too.
 //!
-//! Every script gets the record's four keys, the layout it writes first
-//! (`KEYS[1]`, its trace `KEYS[2]`), the other after (`KEYS[3]`, `KEYS[4]`),
-//! and acts on whichever holds the record; a record is never live under
-//! both, since a claim looks under both first. Wake-ups name the hex key
+//! The scripts that look for a record (begin, peek, inspect, remove) get
+//! its four keys, the layout the store writes first (`KEYS[1]`, its trace
+//! `KEYS[2]`), the other after (`KEYS[3]`, `KEYS[4]`), and act on whichever
+//! holds it; a record is never live under both, since a claim looks under
+//! both first. The scripts of a claim's holder (complete, commit, release,
+//! renew) get only the written layout's keys (and with compact keys the hex
+//! key, for the wake-up): a store's own claim is there. Wake-ups name the hex key
 //! whatever the layout, as earlier versions do, so instances of either
 //! version wake each other's waiters.
 
@@ -39,8 +42,8 @@ pub enum KeyLayout {
     Compact,
 }
 
-/// A record's keys, as the scripts take them: the layout the store writes
-/// (and its trace), then the other (and its trace).
+/// A record's keys, as the scripts that look for it take them: the layout
+/// the store writes (and its trace), then the other (and its trace).
 pub(crate) struct RecordKeys([String; 4]);
 
 impl RecordKeys {
@@ -48,6 +51,29 @@ impl RecordKeys {
     pub(crate) fn all(&self) -> [&str; 4] {
         let [a, b, c, d] = &self.0;
         [a, b, c, d]
+    }
+}
+
+/// A claim's keys, as the scripts its holder calls (complete, commit,
+/// release, renew) take them: the record under the layout the store writes
+/// (where its own claim put it), its trace, and with compact keys the hex
+/// key, which wake-ups name.
+pub(crate) struct HolderKeys {
+    keys: [String; 3],
+    len: usize,
+}
+
+impl HolderKeys {
+    /// The two or three keys, in the scripts' order.
+    pub(crate) fn all(&self) -> Vec<&str> {
+        self.keys[..self.len].iter().map(String::as_str).collect()
+    }
+
+    /// Always three (the hex key last, the record's own on the hex layout),
+    /// for scripts that take more keys after them.
+    pub(crate) fn three(&self) -> [&str; 3] {
+        let [a, b, c] = &self.keys;
+        [a, b, if self.len == 3 { c } else { a }]
     }
 }
 
@@ -76,6 +102,22 @@ impl RedisStore {
     /// A record's four keys, in the scripts' order.
     pub(crate) fn record_keys(&self, id: &RecordId) -> RecordKeys {
         record_keys(&self.prefix, self.layout, id)
+    }
+
+    /// A claim's keys, for its holder's scripts.
+    pub(crate) fn holder_keys(&self, id: &RecordId) -> HolderKeys {
+        let written = self.key(id);
+        let trace = trace_key(&written);
+        match self.layout {
+            KeyLayout::Hex => HolderKeys {
+                keys: [written, trace, String::new()],
+                len: 2,
+            },
+            KeyLayout::Compact => HolderKeys {
+                keys: [written, trace, self.hex_key(id)],
+                len: 3,
+            },
+        }
     }
 
     /// `<prefix>{<hex record id>}`, whatever the layout: what wake-ups name.

@@ -37,10 +37,12 @@ pub(crate) const OUTCOME: usize = 49;
 /// the one-letter strings a script writes), the 1-based inclusive
 /// `string.sub` bounds of the fingerprint, the token and the outcome, the
 /// least length of a record, `refuse_newer`, which refuses a record of a
-/// newer format rather than misread it; `find` (the key holding the
-/// record, its trace's key and the value; else the written layout's keys
-/// and nil), `find_trace` and `wake_key` (the hex key, which wake-ups
-/// name), over the record's four keys (key_layout.rs); and `traced`, the answer to a
+/// newer format rather than misread it; over the record's four keys
+/// (key_layout.rs), `find` (the key holding the record, its trace's key
+/// and the value; else the written layout's keys and nil), `look` (all
+/// four read in one `MGET`, for `begin` and `peek`: the record's key and
+/// value, else its trace's key and value) and `wake_key` (the hex key,
+/// which wake-ups name); and `traced`, the answer to a
 /// retry of an expired record from its trace (expired, or mismatch; with
 /// the durable mode, made a write of the connection's own as begin's other
 /// answers are).
@@ -64,11 +66,12 @@ pub(crate) fn lua_prelude() -> String {
          \x20 if v then return KEYS[3], KEYS[4], v end\n\
          \x20 return KEYS[1], KEYS[2], nil\n\
          end\n\
-         local function find_trace()\n\
-         \x20 local t = redis.call('GET', KEYS[2])\n\
-         \x20 if t then return KEYS[2], t end\n\
-         \x20 t = redis.call('GET', KEYS[4])\n\
-         \x20 if t then return KEYS[4], t end\n\
+         local function look()\n\
+         \x20 local v = redis.call('MGET', KEYS[1], KEYS[3], KEYS[2], KEYS[4])\n\
+         \x20 if v[1] then return KEYS[1], v[1] end\n\
+         \x20 if v[2] then return KEYS[3], v[2] end\n\
+         \x20 if v[3] then return nil, nil, KEYS[2], v[3] end\n\
+         \x20 if v[4] then return nil, nil, KEYS[4], v[4] end\n\
          \x20 return nil, nil\n\
          end\n\
          local function wake_key()\n\

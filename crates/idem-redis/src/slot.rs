@@ -62,19 +62,31 @@ pub(crate) fn slot(key: &[u8]) -> u16 {
     crc16(tagged) % 16384
 }
 
+/// CRC16-CCITT (XMODEM), a byte at a time from a table built at compile
+/// time (a compact key's tag is looked up on every claim).
 fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in bytes {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 == 0 {
-                crc << 1
-            } else {
-                (crc << 1) ^ 0x1021
-            };
+    const TABLE: [u16; 256] = {
+        let mut table = [0u16; 256];
+        let mut i: u16 = 0;
+        while i < 256 {
+            let mut crc = i << 8;
+            let mut bit = 0;
+            while bit < 8 {
+                crc = if crc & 0x8000 == 0 {
+                    crc << 1
+                } else {
+                    (crc << 1) ^ 0x1021
+                };
+                bit += 1;
+            }
+            table[i as usize] = crc;
+            i += 1;
         }
-    }
-    crc
+        table
+    };
+    bytes.iter().fold(0u16, |crc, &b| {
+        (crc << 8) ^ TABLE[usize::from(crc.to_be_bytes()[0] ^ b)]
+    })
 }
 
 #[cfg(test)]

@@ -150,7 +150,7 @@ impl RedisStore {
         self.fenced(
             "complete",
             &self.scripts.complete,
-            &self.record_keys(id).all(),
+            &self.holder_keys(id).all(),
             &[
                 token.as_bytes(),
                 ms(ttl, &mut itoa::Buffer::new()),
@@ -205,22 +205,12 @@ impl Store for RedisStore {
         self.complete_in_redis(id, lease, outcome, ttl).await
     }
 
-    fn complete_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        lease: Lease,
-        outcome: Outcome,
-        ttl: Duration,
-    ) -> StoreFuture<()> {
-        StoreFuture::boxed(async move { self.complete_in_redis(&id, &lease, &outcome, ttl).await })
-    }
-
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
         let token = TokenText::new(lease.token);
         self.fenced(
             "release",
             &self.scripts.release,
-            &self.record_keys(id).all(),
+            &self.holder_keys(id).all(),
             &[token.as_bytes(), self.channel.as_bytes()],
         )
         .await
@@ -236,7 +226,7 @@ impl Store for RedisStore {
         self.fenced(
             "renew",
             &self.scripts.renew,
-            &self.record_keys(id).all(),
+            &self.holder_keys(id).all(),
             &[token.as_bytes(), ms(duration, &mut itoa::Buffer::new())],
         )
         .await?;

@@ -199,12 +199,12 @@ impl StoreTransaction for RedisTransaction {
         self.check_slots(&completion.id)?;
         let store = &self.store;
         let script = &store.scripts.commit;
-        let numkeys = 4 + self.reads.len() + self.writes.len();
+        let numkeys = 3 + self.reads.len() + self.writes.len();
         let mut eval = redis::Cmd::new();
         eval.arg("EVALSHA").arg(script.get_hash()).arg(numkeys);
-        // First the record's four keys (key_layout.rs), then the keys read
+        // First the claim's three keys (key_layout.rs), then the keys read
         // and written.
-        for key in store.record_keys(&completion.id).all() {
+        for key in store.holder_keys(&completion.id).three() {
             eval.arg(key);
         }
         for (key, _) in &self.reads {

@@ -2,7 +2,7 @@
 -- keys (key_layout.rs): KEYS[1] where this store writes it, KEYS[2] its
 -- trace (the fingerprint of a completed record, kept after the record
 -- expires, so that a late retry is refused, not run again), KEYS[3] and
--- KEYS[4] the other layout's; `find` reads the one that holds the record.
+-- KEYS[4] the other layout's; `look` reads all four in one MGET.
 -- The record is one string: state (IN_FLIGHT, COMPLETED, RELEASED),
 -- fingerprint, fencing token (16 digits), then the outcome of a completed
 -- record; its layout's names come before every script, from record.rs.
@@ -14,9 +14,8 @@ local function clock()
   local us = t[2]
   return t[1] .. string.rep('0', 6 - #us) .. us
 end
-local key, _, v = find()
+local key, v, trace_key, trace = look()
 if not v then
-  local trace_key, trace = find_trace()
   -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
   if trace then return traced(trace, trace_key, ARGV[1], ARGV[4]) end
   -- none | begin -> Acquired: put in flight, token from the clock.

@@ -2,17 +2,19 @@
 -- trace_ms)
 -- A transaction's writes and its record's completion, applied together and
 -- only while the claim holds and what the transaction read is unchanged.
--- KEYS[1 .. 4] are the record's four keys (key_layout.rs; `find` reads the
--- one holding it); KEYS[5 .. 4+n] the keys read, with ARGV[6 .. 5+n] what
--- was read ('-' absent, '=' .. value); KEYS[5+n ..] the keys written, with
--- ARGV[6+n ..] the writes ('S' .. value to set, 'D' to delete); the trace
--- is kept ARGV[#ARGV] ms after the record expires.
+-- KEYS[1 .. 3] are the claim's keys (key_layout.rs: the record under the
+-- layout this store writes, its trace, the hex key); KEYS[4 .. 3+n] the
+-- keys read, with ARGV[6 .. 5+n] what was read ('-' absent, '=' .. value);
+-- KEYS[4+n ..] the keys written, with ARGV[6+n ..] the writes ('S' ..
+-- value to set, 'D' to delete); the trace is kept ARGV[#ARGV] ms after the
+-- record expires.
 -- Replies 1 committed, 2 committed before by this token (nothing applied
 -- again), 0 the claim is lost (nothing applied), {3, i} the i-th read
 -- changed (nothing applied). The record's layout is in begin.lua; each
 -- branch names its row of idem_core::machine's table.
 local SET = 83
-local key, trace_key, v = find()
+local key, trace_key = KEYS[1], KEYS[2]
+local v = redis.call('GET', key)
 -- anything else | complete -> LeaseLost: nothing applied.
 if not v or string.sub(v, TOKEN_FROM, TOKEN_TO) ~= ARGV[1] then return 0 end
 local state = string.byte(v)
@@ -22,7 +24,7 @@ if state == COMPLETED then return 2 end
 if state ~= IN_FLIGHT then return 0 end
 local n = tonumber(ARGV[5])
 for i = 1, n do
-  local now = redis.call('GET', KEYS[4 + i])
+  local now = redis.call('GET', KEYS[3 + i])
   local was = ARGV[5 + i]
   if was == '-' then
     if now then return {3, i} end
@@ -30,8 +32,8 @@ for i = 1, n do
     return {3, i}
   end
 end
-for i = 5 + n, #KEYS do
-  local write = ARGV[i + 1]
+for i = 4 + n, #KEYS do
+  local write = ARGV[i + 2]
   if string.byte(write) == SET then
     redis.call('SET', KEYS[i], string.sub(write, 2))
   else
@@ -44,5 +46,5 @@ local trace_ms = ARGV[#ARGV]
 if trace_ms ~= '0' then
   redis.call('SET', trace_key, string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO), 'PX', tonumber(ARGV[2]) + tonumber(trace_ms))
 end
-if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], wake_key()) end
+if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], KEYS[3]) end
 return 1

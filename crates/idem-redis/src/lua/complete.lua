@@ -1,9 +1,11 @@
 #!lua flags=allow-oom
--- complete(token, ttl_ms, outcome, channel, trace_ms), on the record's four
--- keys (key_layout.rs; layout in begin.lua). Replies 1 completed (now, or
--- before by this token), 0 the claim is lost. Each branch names its row of
+-- complete(token, ttl_ms, outcome, channel, trace_ms), on the claim's keys (key_layout.rs: KEYS[1] the record under the layout
+-- this store writes, KEYS[2] its trace, KEYS[3] with compact keys the hex key);
+-- the record's layout is in begin.lua. Replies 1 completed (now, or before
+-- by this token), 0 the claim is lost. Each branch names its row of
 -- idem_core::machine's table.
-local key, trace_key, v = find()
+local key, trace_key = KEYS[1], KEYS[2]
+local v = redis.call('GET', key)
 -- anything else | complete -> LeaseLost (no live record, another token).
 if not v or string.sub(v, TOKEN_FROM, TOKEN_TO) ~= ARGV[1] then return 0 end
 local state = string.byte(v)

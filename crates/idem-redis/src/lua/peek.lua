@@ -5,10 +5,9 @@
 -- server still answers retries of the work it recorded. Replies 0 (no live
 -- record: a new key, which a full server cannot take), or begin's tagged
 -- answers.
-local key, _, v = find()
+local key, v, trace_key, trace = look()
 if not v then
   -- expired, traced | begin -> Expired (same fingerprint) or Mismatch.
-  local trace_key, trace = find_trace()
   if not trace then return 0 end
   return traced(trace, trace_key, ARGV[1], ARGV[2])
 end
