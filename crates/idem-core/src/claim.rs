@@ -1,14 +1,18 @@
 //! `Claim`: the right to run an operation, held while it runs.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use std::future::Future;
-
-use crate::key::{DownstreamKeys, IdempotencyKey, RecordId, Scope};
-use crate::store::{FencingToken, Lease};
 use tokio::task::futures::TaskLocalFuture;
+
+use crate::commit_error::CommitError;
+use crate::decision::Decision;
+use crate::key::{DownstreamKeys, IdempotencyKey, RecordId, Scope};
+use crate::settled::Settled;
+use crate::store::{FencingToken, Lease, Outcome, StoreError, StoreErrorKind};
+use crate::transaction::StoreTransaction;
 
 /// The claim an operation runs under, handed to the operation.
 ///
@@ -46,23 +50,9 @@ pub(crate) struct ClaimShared {
     pub(crate) lost: AtomicBool,
     /// The engine stored the operation's outcome (its completion answered).
     pub(crate) completed: AtomicBool,
-    /// How the operation settled the claim itself ([`Settled`]), 0 if not.
-    settled: AtomicU8,
+    /// How the operation settled the claim itself, if it did.
+    settled: OnceLock<Settled>,
     downstream: DownstreamKeys,
-}
-
-/// How an operation settled its claim itself, through [`Claim::commit`] or
-/// [`Claim::roll_back`]: the engine honours it instead of recording what
-/// the operation returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Settled {
-    /// The outcome was recorded in the transaction that committed.
-    Recorded,
-    /// Whether the transaction committed is unknown, or the claim was lost:
-    /// nothing more is done, and the claim ends with its lease.
-    Kept,
-    /// Nothing of the operation was committed: the claim is released.
-    Released,
 }
 
 impl ClaimShared {
@@ -70,18 +60,13 @@ impl ClaimShared {
         Arc::new(Self {
             lost: AtomicBool::new(false),
             completed: AtomicBool::new(false),
-            settled: AtomicU8::new(0),
+            settled: OnceLock::new(),
             downstream: DownstreamKeys::new(scope, key),
         })
     }
 
     pub(crate) fn settled(&self) -> Option<Settled> {
-        match self.settled.load(Ordering::SeqCst) {
-            1 => Some(Settled::Recorded),
-            2 => Some(Settled::Kept),
-            3 => Some(Settled::Released),
-            _ => None,
-        }
+        self.settled.get().copied()
     }
 }
 
@@ -187,7 +172,6 @@ impl Claim {
         self.shared.settled().is_some()
     }
 
-    /// Settles the claim for the engine (once; later calls change nothing).
     /// Whether the operation's outcome is stored: the engine's completion
     /// was answered, or [`commit`](Claim::commit) recorded it with the
     /// operation's writes. Read after the engine returns, it tells an
@@ -199,15 +183,87 @@ impl Claim {
             || self.shared.settled() == Some(Settled::Recorded)
     }
 
-    pub(crate) fn settle(&self, settled: Settled) {
-        let n = match settled {
-            Settled::Recorded => 1,
-            Settled::Kept => 2,
-            Settled::Released => 3,
-        };
-        let _ = self
-            .shared
-            .settled
-            .compare_exchange(0, n, Ordering::SeqCst, Ordering::SeqCst);
+    /// Settles the claim for the engine (once; later calls change nothing).
+    fn settle(&self, settled: Settled) {
+        let _ = self.shared.settled.set(settled);
+    }
+
+    /// Records `outcome` in `tx`, the operation's own open transaction of its
+    /// store, and commits: the operation's writes in `tx` and its record
+    /// take effect together, and only while this claim holds. A holder that
+    /// lost its claim (it stalled past its lease and another attempt took
+    /// over, or the record was force-removed) has its transaction rolled
+    /// back: its effects never happen, and only the attempt that holds the
+    /// claim takes effect.
+    ///
+    /// The engine learns the result from the claim: after `Ok`, it records
+    /// nothing more and returns what the operation returns; after an error,
+    /// it keeps or releases the claim as [`CommitError`] says. Call it once,
+    /// last, and return.
+    ///
+    /// What holds the claim at the commit differs by store, and so does what
+    /// happens to a holder stalled in the middle: PostgreSQL locks the
+    /// record's row from the completion to the commit (a takeover waits);
+    /// Redis and memory check the claim and what the transaction read, then
+    /// apply its writes and the record in one atomic step
+    /// ([`CommitError::Conflict`] if what it read changed).
+    pub async fn commit<T: StoreTransaction>(
+        &self,
+        mut tx: T,
+        outcome: &Outcome,
+    ) -> Result<(), CommitError> {
+        if let Err(e) = tx.complete(self, outcome).await {
+            rollback(tx, self).await;
+            return Err(self.failed(e, false));
+        }
+        match tx.commit().await {
+            Ok(()) => {
+                self.settle(Settled::Recorded);
+                Ok(())
+            }
+            Err(e) => Err(self.failed(e, true)),
+        }
+    }
+
+    /// Rolls `tx` back: none of the operation's writes happen, and the
+    /// engine releases the claim so that a retry runs again (an answer the
+    /// policy does not record, a 5xx say). Only for an operation whose every
+    /// effect was in `tx`.
+    pub async fn roll_back<T: StoreTransaction>(&self, tx: T) {
+        rollback(tx, self).await;
+        self.give_up();
+    }
+
+    /// Tells the engine that none of the operation's effects happened (its
+    /// transaction was rolled back, or its commit conflicted and it will not
+    /// try again): the claim is released when the operation returns, so
+    /// that a retry runs again, whatever the operation returns.
+    pub fn give_up(&self) {
+        self.settle(Settled::Released);
+    }
+
+    fn failed(&self, e: StoreError, committing: bool) -> CommitError {
+        if e.is_lease_lost() {
+            tracing::warn!(target: "idem", record = %self.record_id(), token = self.fencing_token().0, decision = Decision::LeaseLost.as_str(), "the claim was lost before the commit; the transaction was rolled back");
+            self.settle(Settled::Kept);
+            CommitError::LeaseLost
+        } else if e.is_conflict() {
+            CommitError::Conflict(e)
+        } else if committing && e.kind() != StoreErrorKind::Unsupported {
+            tracing::error!(target: "idem", record = %self.record_id(), error = %e, decision = Decision::CommitUncertain.as_str(), "whether the transaction with the record committed is unknown; the claim is kept until its lease ends");
+            self.settle(Settled::Kept);
+            CommitError::Uncertain(e)
+        } else {
+            tracing::warn!(target: "idem", record = %self.record_id(), error = %e, decision = Decision::RolledBack.as_str(), "the outcome could not be recorded in the transaction; rolled back, and the claim is released");
+            self.settle(Settled::Released);
+            CommitError::NotRecorded(e)
+        }
+    }
+}
+
+async fn rollback<T: StoreTransaction>(tx: T, claim: &Claim) {
+    if let Err(e) = tx.rollback().await {
+        // A database rolls back a transaction whose connection is gone.
+        tracing::warn!(target: "idem", record = %claim.record_id(), error = %e, "rollback failed");
     }
 }

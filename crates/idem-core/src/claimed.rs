@@ -3,13 +3,13 @@
 //! somewhere else than where they took the claim.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::decision::Decision;
-use crate::key::{RecordId, Scope};
+use crate::grant::Grant;
+use crate::key::Scope;
 use crate::settle::{settle_later, Settle};
-use crate::store::{Lease, Outcome, Store};
+use crate::store::Outcome;
 
 /// What [`Engine::begin`](crate::Engine::begin) found: a retry's recorded
 /// outcome, or the claim for this call.
@@ -29,39 +29,44 @@ pub enum Begun {
 /// the current tokio runtime): nothing ran under it, so a retry runs the
 /// call. Outside a runtime it ends with its lease.
 pub struct Claimed {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) id: RecordId,
-    pub(crate) scope: Scope,
-    pub(crate) lease: Lease,
-    pub(crate) lease_len: Duration,
-    pub(crate) ttl: Duration,
+    grant: Grant,
+    /// For the log, if it is dropped unused.
+    scope: Scope,
     /// Whether dropping it releases the claim (not once it is run under).
-    pub(crate) armed: bool,
+    armed: bool,
 }
 
 impl Claimed {
+    pub(crate) fn new(grant: Grant, scope: Scope) -> Self {
+        Self {
+            grant,
+            scope,
+            armed: true,
+        }
+    }
+
     /// The fencing token of the claim.
     pub fn fencing_token(&self) -> crate::FencingToken {
-        self.lease.token
+        self.grant.lease.token
+    }
+
+    /// The record the claim is on.
+    pub(crate) fn record_id(&self) -> &crate::RecordId {
+        &self.grant.id
     }
 
     /// Hands the claim over to its holder: dropping it no longer releases.
-    pub(crate) fn disarm(mut self) -> (Arc<dyn Store>, Lease, Duration, Duration) {
+    pub(crate) fn disarm(mut self) -> Grant {
         self.armed = false;
-        (
-            Arc::clone(&self.store),
-            self.lease,
-            self.lease_len,
-            self.ttl,
-        )
+        self.grant.clone()
     }
 }
 
 impl fmt::Debug for Claimed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Claimed")
-            .field("record", &self.id)
-            .field("token", &self.lease.token)
+            .field("record", &self.grant.id)
+            .field("token", &self.grant.lease.token)
             .finish_non_exhaustive()
     }
 }
@@ -71,11 +76,9 @@ impl Drop for Claimed {
         if !self.armed {
             return;
         }
-        tracing::debug!(target: "idem", scope = %self.scope, record = %self.id, token = self.lease.token.0, decision = Decision::ReleasingUnusedClaim.as_str(), "a claim was dropped before anything ran under it; it is released");
+        tracing::debug!(target: "idem", scope = %self.scope, record = %self.grant.id, token = self.grant.lease.token.0, decision = Decision::ReleasingUnusedClaim.as_str(), "a claim was dropped before anything ran under it; it is released");
         settle_later(
-            Arc::clone(&self.store),
-            self.id,
-            self.lease,
+            self.grant.clone(),
             Settle::Release,
             std::mem::take(&mut self.scope),
             Duration::ZERO,

@@ -16,13 +16,14 @@ use crate::completion::{Completion, Execution};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::failure::Failure;
-use crate::holder::Held;
+use crate::grant::Grant;
+use crate::held::Held;
 use crate::observe;
 use crate::pending_begin::PendingBegin;
 use crate::policy::{OnInFlight, Policy, MIN_DURATION};
 use crate::ran::Ran;
 use crate::result_codec::{ErrCodec, OkCodec, ResultCodec};
-use crate::store::{Begin, Lease, Outcome, RecordInfo, RecordInfoState, Store};
+use crate::store::{Begin, Outcome, RecordInfo, RecordInfoState, Store};
 
 /// Runs operations at most once per `(scope, key)`, records their results, and
 /// replays them to retries.
@@ -218,12 +219,10 @@ impl Engine {
         F: FnOnce(Claim) -> Fut,
         Fut: Future<Output = Completion<T>>,
     {
-        let (lease, lease_len, ttl) = match self.claim_or_replay(call).await? {
-            Ok(claim) => claim,
-            Err(outcome) => return Ok(Execution::Replayed(outcome)),
-        };
-        let held = Held::new(Arc::clone(&self.store), call, lease, lease_len, ttl);
-        run_held(held, op).await
+        match self.acquire(call).await? {
+            Acquire::Granted(grant) => run_held(Held::new(grant, call), op).await,
+            Acquire::Replay(outcome) => Ok(Execution::Replayed(outcome)),
+        }
     }
 
     /// The first step of [`execute`](Self::execute) on its own: the claim
@@ -243,17 +242,9 @@ impl Engine {
     /// As [`execute`](Self::execute) before its operation runs:
     /// [`Error::Mismatch`], [`Error::Expired`], [`Error::InFlight`], [`Error::Store`].
     pub async fn begin(&self, call: &Call) -> Result<Begun, Error> {
-        Ok(match self.claim_or_replay(call).await? {
-            Ok((lease, lease_len, ttl)) => Begun::Claimed(Claimed {
-                store: Arc::clone(&self.store),
-                id: call.id,
-                scope: call.scope.clone(),
-                lease,
-                lease_len,
-                ttl,
-                armed: true,
-            }),
-            Err(outcome) => Begun::Replayed(outcome),
+        Ok(match self.acquire(call).await? {
+            Acquire::Granted(grant) => Begun::Claimed(Claimed::new(grant, call.scope.clone())),
+            Acquire::Replay(outcome) => Begun::Replayed(outcome),
         })
     }
 
@@ -276,47 +267,27 @@ impl Engine {
         F: FnOnce(Claim) -> Fut,
         Fut: Future<Output = Completion<T>>,
     {
-        if claimed.id != call.id {
-            tracing::error!(target: "idem", scope = %call.scope, record = %call.id, claimed = %claimed.id, "a claim was run under another call than the one it was taken for; it is released and nothing runs");
+        if *claimed.record_id() != call.id {
+            tracing::error!(target: "idem", scope = %call.scope, record = %call.id, claimed = %claimed.record_id(), "a claim was run under another call than the one it was taken for; it is released and nothing runs");
             return Err(Error::LeaseLost);
         }
-        let (store, lease, lease_len, ttl) = claimed.disarm();
-        run_held(Held::new(store, call, lease, lease_len, ttl), op).await
+        run_held(Held::new(claimed.disarm(), call), op).await
     }
 
-    /// The claim for `call` (its lease, the lease's length and the record's
-    /// lifetime under the call's policy), or its recorded outcome.
-    async fn claim_or_replay(
-        &self,
-        call: &Call,
-    ) -> Result<Result<(Lease, Duration, Duration), Outcome>, Error> {
+    async fn acquire(&self, call: &Call) -> Result<Acquire, Error> {
         let policy = call.overrides.apply(&self.policy);
         let (ttl, lease_len) = (policy.ttl_value(), policy.lease_value());
         let on_in_flight = policy.on_in_flight_value();
-        Ok(match self.acquire(call, lease_len, on_in_flight).await? {
-            Acquire::Lease(lease) => Ok((lease, lease_len, ttl)),
-            Acquire::Replay(outcome) => Err(outcome),
-        })
-    }
-
-    async fn acquire(
-        &self,
-        call: &Call,
-        lease: Duration,
-        on_in_flight: OnInFlight,
-    ) -> Result<Acquire, Error> {
         // The wait for a duplicate in flight starts when the first one is
         // seen: most calls never see one, and read no clock for it.
         let mut started: Option<Instant> = None;
         let mut backoff = Duration::from_millis(5);
         loop {
-            let begin =
-                PendingBegin::send(&self.store, call.id, &call.scope, call.fingerprint, lease)
-                    .await;
-            match begin {
+            let mut pending = PendingBegin::send(&self.store, call, lease_len, ttl);
+            match (&mut pending).await {
                 Ok(Begin::Acquired(lease)) => {
                     tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = Decision::Acquired.as_str());
-                    return Ok(Acquire::Lease(lease));
+                    return Ok(Acquire::Granted(pending.granted(lease)));
                 }
                 Ok(Begin::Replay(outcome)) => {
                     decision(call, Decision::Replayed);
@@ -381,8 +352,9 @@ where
     held.settle(completion).await
 }
 
+/// What a call's begin came to: a claim granted, or a recorded outcome.
 enum Acquire {
-    Lease(Lease),
+    Granted(Grant),
     Replay(Outcome),
 }
 

@@ -22,6 +22,30 @@
 //! [`Begin::Mismatch`]; only the holder of the live lease can complete,
 //! release or renew it.
 //!
+//! ## A claim's life
+//!
+//! The store grants a claim to the first call; its life is told in four
+//! nouns:
+//!
+//! - [`Claim`]: what the operation runs under. Its fencing token and
+//!   downstream keys carry the claim to the operation's effects, and
+//!   [`Claim::commit`] records the outcome inside the operation's own
+//!   transaction ([`CommitError`] if it could not).
+//! - [`Completion`]: how the operation asks its claim to end: record this
+//!   outcome, release the claim (nothing took effect), or keep it until its
+//!   lease ends (the outcome is unknown).
+//! - [`Claimed`]: a claim taken in one place ([`Engine::begin`], which
+//!   answers a [`Begun`]) and run under in another
+//!   ([`Engine::execute_claimed`]); dropped unused, it is released.
+//! - [`Execution`]: what the engine answers: the operation ran now, or its
+//!   recorded outcome was replayed. [`Engine::run`] does all of it for an
+//!   operation that returns a `Result`, and answers a [`Ran`].
+//!
+//! Inside the engine, the granted claim is one value from the store's answer
+//! to its end (`grant.rs`), held while the operation runs and then settled
+//! (`held.rs`), or settled in the background when the store or the caller
+//! could not wait (`settle.rs`).
+//!
 //! ## A queue consumer
 //!
 //! ```
@@ -64,7 +88,7 @@ mod call;
 mod canonical;
 mod claim;
 mod claimed;
-mod commit;
+mod commit_error;
 mod completion;
 mod decision;
 mod digest;
@@ -72,7 +96,8 @@ mod engine;
 mod error;
 mod failure;
 mod fingerprint;
-mod holder;
+mod grant;
+mod held;
 mod key;
 pub mod machine;
 pub mod memory;
@@ -83,6 +108,7 @@ mod purger;
 mod ran;
 mod result_codec;
 mod settle;
+mod settled;
 mod store;
 mod store_error;
 mod store_future;
@@ -94,7 +120,7 @@ pub mod waiters;
 pub use call::Call;
 pub use claim::Claim;
 pub use claimed::{Begun, Claimed};
-pub use commit::CommitError;
+pub use commit_error::CommitError;
 pub use completion::{Completion, Execution};
 pub use decision::Decision;
 pub use digest::{Digest, DigestKind};

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::call::Call;
 use crate::decision::Decision;
-use crate::fingerprint::Fingerprint;
-use crate::key::{RecordId, Scope};
+use crate::grant::Grant;
 use crate::settle::{settle_later, Settle};
-use crate::store::{Begin, Store, StoreError};
+use crate::store::{Begin, Lease, Store, StoreError};
 use crate::store_future::StoreFuture;
 
 /// A `begin` in flight. Awaiting it gives the store's answer. If it is
@@ -20,24 +20,37 @@ use crate::store_future::StoreFuture;
 pub(crate) struct PendingBegin<'a> {
     answer: Option<StoreFuture<Begin>>,
     store: &'a Arc<dyn Store>,
-    id: RecordId,
-    scope: &'a Scope,
+    call: &'a Call,
+    lease_len: Duration,
+    ttl: Duration,
 }
 
 impl<'a> PendingBegin<'a> {
-    /// Sends `begin` for `id` through `store`.
+    /// Sends `begin` for `call` through `store`, asking for a lease of
+    /// `lease_len`, for a record to be kept `ttl`.
     pub(crate) fn send(
         store: &'a Arc<dyn Store>,
-        id: RecordId,
-        scope: &'a Scope,
-        fingerprint: Fingerprint,
-        lease: Duration,
+        call: &'a Call,
+        lease_len: Duration,
+        ttl: Duration,
     ) -> Self {
         Self {
-            answer: Some(Arc::clone(store).begin_owned(id, fingerprint, lease)),
+            answer: Some(Arc::clone(store).begin_owned(call.id, call.fingerprint, lease_len)),
             store,
-            id,
-            scope,
+            call,
+            lease_len,
+            ttl,
+        }
+    }
+
+    /// The claim granted under `lease`.
+    pub(crate) fn granted(&self, lease: Lease) -> Grant {
+        Grant {
+            store: Arc::clone(self.store),
+            id: self.call.id,
+            lease,
+            lease_len: self.lease_len,
+            ttl: self.ttl,
         }
     }
 }
@@ -63,15 +76,27 @@ impl Drop for PendingBegin<'_> {
             return;
         };
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(target: "idem", scope = %self.scope, record = %self.id, "a claim abandoned while being taken, outside a tokio runtime; if it landed, it ends with its lease");
+            tracing::warn!(target: "idem", scope = %self.call.scope, record = %self.call.id, "a claim abandoned while being taken, outside a tokio runtime; if it landed, it ends with its lease");
             return;
         };
-        let (store, id, scope) = (Arc::clone(self.store), self.id, self.scope.clone());
+        let (store, id, scope) = (
+            Arc::clone(self.store),
+            self.call.id,
+            self.call.scope.clone(),
+        );
+        let (lease_len, ttl) = (self.lease_len, self.ttl);
         handle.spawn(async move {
             match answer.await {
                 Ok(Begin::Acquired(lease)) => {
                     tracing::debug!(target: "idem", scope = %scope, record = %id, token = lease.token.0, decision = Decision::ReleasingUnusedClaim.as_str(), "the caller went away while the claim was being taken; nothing ran under it, so it is released");
-                    settle_later(store, id, lease, Settle::Release, scope, Duration::ZERO);
+                    let grant = Grant {
+                        store,
+                        id,
+                        lease,
+                        lease_len,
+                        ttl,
+                    };
+                    settle_later(grant, Settle::Release, scope, Duration::ZERO);
                 }
                 Ok(_) => {}
                 Err(e) => {

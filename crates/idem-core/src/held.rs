@@ -12,53 +12,28 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use crate::call::Call;
-use crate::claim::{Claim, ClaimShared, Settled};
+use crate::claim::{Claim, ClaimShared};
 use crate::completion::{Completion, Execution};
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::key::{RecordId, Scope};
+use crate::grant::Grant;
+use crate::key::Scope;
 use crate::observe;
 use crate::policy::MIN_DURATION;
 use crate::settle::{settle_later, Settle, FIRST_PAUSE};
-use crate::store::{Lease, Outcome, Store, StoreError};
+use crate::settled::Settled;
+use crate::store::{Outcome, StoreError};
 
-/// Transient store failures at completion time are retried a few times within
-/// the lease: losing a result that was produced costs a re-run later.
-pub(crate) async fn complete_with_retry(
-    store: &Arc<dyn Store>,
-    id: RecordId,
-    lease: Lease,
-    outcome: &Outcome,
-    ttl: Duration,
-) -> Result<(), StoreError> {
-    let mut pause = Duration::from_millis(20);
-    let mut attempt = 0;
-    loop {
-        let completed = Arc::clone(store).complete_owned(id, lease, outcome.clone(), ttl);
-        match completed.await {
-            Err(e) if e.is_transient() && attempt < 3 && pause < lease.duration => {
-                attempt += 1;
-                tokio::time::sleep(pause).await;
-                pause *= 4;
-            }
-            other => return other,
-        }
-    }
-}
-
-pub(crate) async fn renew_loop(
-    store: Arc<dyn Store>,
-    id: RecordId,
-    mut lease: Lease,
-    every: Duration,
-    shared: Arc<ClaimShared>,
-    scope: Scope,
-) {
+/// Renews the claim `grant` every `every` until it is aborted, or finds
+/// the claim lost and says so in `shared`; `scope` is for the log.
+async fn renew_loop(mut grant: Grant, every: Duration, shared: Arc<ClaimShared>, scope: Scope) {
+    let id = grant.id;
     // The caller has already waited `every` when it starts this task.
     loop {
-        match store.renew(&id, &lease, lease.duration).await {
+        let (store, lease) = (&grant.store, &grant.lease);
+        match store.renew(&id, lease, lease.duration).await {
             Ok(renewed) => {
-                lease = renewed;
+                grant.lease = renewed;
                 tracing::trace!(target: "idem", scope = %scope, record = %id, decision = Decision::Renewed.as_str());
             }
             Err(e) if e.is_lease_lost() => {
@@ -88,38 +63,25 @@ enum Phase {
 }
 
 /// The claim the engine holds for one call, from the store's grant to its
-/// settling: the call, the lease and its length, the record's lifetime, the
-/// flags it shares with the operation's [`Claim`], the renewal task, and the
-/// phase. Dropped or panicking mid-way, it settles what its phase says: it
+/// settling: the call, the [`Grant`], the flags it shares with the
+/// operation's [`Claim`], the renewal task, and the phase. Dropped or panicking mid-way, it settles what its phase says: it
 /// finishes recording an outcome, finishes a release, or keeps a claim whose
 /// operation may have taken effect until its lease ends.
 pub(crate) struct Held<'a> {
-    store: Arc<dyn Store>,
+    grant: Grant,
     call: &'a Call,
-    lease: Lease,
-    lease_len: Duration,
-    ttl: Duration,
     shared: Arc<ClaimShared>,
     phase: Phase,
     renewal: Option<JoinHandle<()>>,
 }
 
 impl<'a> Held<'a> {
-    /// The claim `lease` the store granted for `call`.
-    pub(crate) fn new(
-        store: Arc<dyn Store>,
-        call: &'a Call,
-        lease: Lease,
-        lease_len: Duration,
-        ttl: Duration,
-    ) -> Self {
+    /// The claim `grant` the store granted for `call`.
+    pub(crate) fn new(grant: Grant, call: &'a Call) -> Self {
         observe::claims_held(1.0);
         Self {
-            store,
+            grant,
             call,
-            lease,
-            lease_len,
-            ttl,
             shared: ClaimShared::new(&call.scope, call.key()),
             phase: Phase::Running,
             renewal: None,
@@ -134,8 +96,9 @@ impl<'a> Held<'a> {
         Fut: Future<Output = Completion<T>>,
     {
         let call = self.call;
-        let claim = Claim::new(call.id, self.lease, self.ttl, Arc::clone(&self.shared));
-        let renew_every = self.lease_len / 3;
+        let grant = &self.grant;
+        let claim = Claim::new(call.id, grant.lease, grant.ttl, Arc::clone(&self.shared));
+        let renew_every = grant.lease_len / 3;
         let fut = claim.clone().run_as_current(op(claim));
         tokio::pin!(fut);
         // Many operations end at their first poll (nothing to wait for): no
@@ -153,9 +116,7 @@ impl<'a> Held<'a> {
             completion
         } else {
             self.renewal = Some(tokio::spawn(renew_loop(
-                Arc::clone(&self.store),
-                call.id,
-                self.lease,
+                self.grant.clone(),
                 renew_every,
                 Arc::clone(&self.shared),
                 call.scope.clone(),
@@ -175,7 +136,7 @@ impl<'a> Held<'a> {
         mut self,
         completion: Completion<T>,
     ) -> Result<Execution<T>, Error> {
-        let (call, lease) = (self.call, self.lease);
+        let (call, lease) = (self.call, self.grant.lease);
         // The operation settled its claim itself, in its own transaction
         // (`Claim::commit`): that is the outcome, whatever it returned.
         let completion = match self.shared.settled() {
@@ -210,13 +171,7 @@ impl<'a> Held<'a> {
                         observe::decision(&call.operation, Decision::CompletedLate);
                         tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, error = %e, decision = Decision::CompletedLate.as_str(), "the operation ran but its result could not be recorded yet; retrying in the background while the lease lasts");
                         if let Some(outcome) = self.take_outcome() {
-                            self.settle_later(
-                                Settle::Complete {
-                                    outcome,
-                                    ttl: self.ttl,
-                                },
-                                FIRST_PAUSE,
-                            );
+                            self.settle_later(Settle::Complete(outcome), FIRST_PAUSE);
                         }
                         Ok(Execution::Executed(value))
                     }
@@ -242,7 +197,7 @@ impl<'a> Held<'a> {
     async fn release(&self) {
         let call = self.call;
         observe::decision(&call.operation, Decision::Released);
-        match self.store.release(&call.id, &self.lease).await {
+        match self.grant.release().await {
             Ok(()) => {
                 tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = Decision::Released.as_str());
             }
@@ -265,8 +220,7 @@ impl<'a> Held<'a> {
         let Phase::Completing(outcome) = &self.phase else {
             return Ok(());
         };
-        let result =
-            complete_with_retry(&self.store, self.call.id, self.lease, outcome, self.ttl).await;
+        let result = self.grant.complete(outcome).await;
         if !matches!(&result, Err(e) if e.is_transient()) {
             self.phase = Phase::Done;
         }
@@ -285,9 +239,7 @@ impl<'a> Held<'a> {
     /// lease lasts.
     fn settle_later(&self, settle: Settle, first_pause: Duration) {
         settle_later(
-            Arc::clone(&self.store),
-            self.call.id,
-            self.lease,
+            self.grant.clone(),
             settle,
             self.call.scope.clone(),
             first_pause,
@@ -322,8 +274,7 @@ impl Drop for Held<'_> {
             Phase::Completing(outcome) => {
                 observe::decision(&call.operation, Decision::CompletedLate);
                 tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, decision = Decision::CompletedLate.as_str());
-                let ttl = self.ttl;
-                self.settle_later(Settle::Complete { outcome, ttl }, Duration::ZERO);
+                self.settle_later(Settle::Complete(outcome), Duration::ZERO);
             }
             // Dropped or panicked while the operation ran: whatever it did
             // may have taken effect, so the claim is not released. It ends
@@ -331,7 +282,7 @@ impl Drop for Held<'_> {
             // meanwhile is told the operation is in flight.
             Phase::Running => {
                 observe::decision(&call.operation, Decision::Abandoned);
-                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = self.lease.token.0, decision = Decision::Abandoned.as_str(), "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
+                tracing::warn!(target: "idem", scope = %call.scope, record = %call.id, token = self.grant.lease.token.0, decision = Decision::Abandoned.as_str(), "the operation was dropped or panicked while it ran; its outcome is unknown, so its claim is kept until the lease ends");
             }
         }
     }
