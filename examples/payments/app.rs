@@ -17,7 +17,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use idem_axum::idempotent;
 use idem_core::{
-    Claim, Engine, MemoryStore, MemoryTransaction, Outcome, StoreError, StoreTransaction,
+    Claim, Engine, Lease, MemoryStore, MemoryTransaction, Outcome, RecordId, StoreError,
+    StoreTransaction,
 };
 use idem_mysql::MySqlTransaction;
 use idem_postgres::{PgStore, PgTransaction};
@@ -73,12 +74,18 @@ impl LedgerTx {
 
 #[idem_core::async_trait]
 impl StoreTransaction for LedgerTx {
-    async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError> {
+    async fn complete(
+        &mut self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
         match self {
-            Self::Memory(tx) => tx.complete(claim, outcome).await,
-            Self::Redis(tx) => tx.complete(claim, outcome).await,
-            Self::Postgres(tx) => tx.complete(claim, outcome).await,
-            Self::MySql(tx) => tx.complete(claim, outcome).await,
+            Self::Memory(tx) => tx.complete(id, lease, outcome, ttl).await,
+            Self::Redis(tx) => tx.complete(id, lease, outcome, ttl).await,
+            Self::Postgres(tx) => tx.complete(id, lease, outcome, ttl).await,
+            Self::MySql(tx) => tx.complete(id, lease, outcome, ttl).await,
         }
     }
 

@@ -53,3 +53,59 @@ fn no_source_file_of_a_crate_is_over_500_lines_besides_its_tests() {
         over.join("\n")
     );
 }
+
+/// Whether `line`, at the top level of a crate root, defines something
+/// (rather than declaring a module, re-exporting, or documenting).
+fn defines(line: &str) -> bool {
+    let words = [
+        "fn ",
+        "async fn ",
+        "struct ",
+        "enum ",
+        "impl ",
+        "impl<",
+        "trait ",
+        "const ",
+        "static ",
+        "type ",
+        "macro_rules!",
+    ];
+    let rest = line
+        .strip_prefix("pub(crate) ")
+        .or_else(|| line.strip_prefix("pub "))
+        .unwrap_or(line);
+    words.iter().any(|w| rest.starts_with(w))
+}
+
+#[test]
+fn crate_roots_only_declare_modules_and_re_export() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut roots: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .map(|d| d.flatten().map(|e| e.path().join("src/lib.rs")).collect())
+        .unwrap_or_default();
+    roots.retain(|r| r.exists());
+    assert!(roots.len() >= 10, "found only {} crate roots", roots.len());
+    let mut defining = Vec::new();
+    for lib in &roots {
+        // Rust wants a proc-macro crate's entry points in its root.
+        if lib.to_string_lossy().contains("idem-macros") {
+            continue;
+        }
+        let text = std::fs::read_to_string(lib).unwrap_or_default();
+        let lines = &text.lines().collect::<Vec<_>>()[..non_test_lines(&text)];
+        for (n, line) in lines.iter().enumerate() {
+            if defines(line) {
+                let at = lib.strip_prefix(&root).unwrap_or(lib).display();
+                defining.push(format!("{at}:{}: {line}", n + 1));
+            }
+        }
+    }
+    assert!(
+        defining.is_empty(),
+        "crate roots define things (move each into a file named after it):\n{}",
+        defining.join("\n")
+    );
+}

@@ -364,10 +364,12 @@ impl KilledAtCommit {
 impl idem_core::StoreTransaction for KilledAtCommit {
     async fn complete(
         &mut self,
-        claim: &idem_core::Claim,
+        id: &idem_core::RecordId,
+        lease: &idem_core::Lease,
         outcome: &Outcome,
+        ttl: std::time::Duration,
     ) -> Result<(), idem_core::StoreError> {
-        self.tx.complete(claim, outcome).await
+        self.tx.complete(id, lease, outcome, ttl).await
     }
 
     async fn commit(self) -> Result<(), idem_core::StoreError> {

@@ -94,8 +94,14 @@ async fn a_commit_sent_again_for_the_same_claim_applies_nothing_twice(server: Se
                 // As a client whose first EXEC answer was lost sends it again.
                 let mut again = store.transaction();
                 again.set(counter.as_str(), "2");
-                let resent =
-                    idem_core::StoreTransaction::complete(&mut again, &claim, &outcome).await;
+                let resent = idem_core::StoreTransaction::complete(
+                    &mut again,
+                    claim.record_id(),
+                    claim.lease(),
+                    &outcome,
+                    claim.ttl(),
+                )
+                .await;
                 assert!(resent.is_ok());
                 idem_core::StoreTransaction::commit(again)
                     .await

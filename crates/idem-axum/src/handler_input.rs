@@ -329,3 +329,15 @@ impl BodyTag {
         Ok(T::rebuild(bytes, rest))
     }
 }
+
+/// Brings the fingerprint's tag traits into scope for the handler the
+/// attribute generates, so that the generated code names the runtime only by
+/// path (a wrong `crate = "..."` is then one error, not one per import).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __idem_import_tags {
+    () => {
+        #[allow(unused_imports)]
+        use $crate::__private::{ViaKnown as _, ViaSerialize as _};
+    };
+}

@@ -212,7 +212,7 @@ impl Claim {
         mut tx: T,
         outcome: &Outcome,
     ) -> Result<(), CommitError> {
-        if let Err(e) = tx.complete(self, outcome).await {
+        if let Err(e) = tx.complete(&self.id, &self.lease, outcome, self.ttl).await {
             rollback(tx, self).await;
             return Err(self.failed(e, false));
         }

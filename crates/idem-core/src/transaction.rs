@@ -1,12 +1,14 @@
 //! `StoreTransaction`: the operation's own writes in its store, committed
 //! together with its record.
 
-use crate::claim::Claim;
-use crate::store::{Outcome, StoreError};
+use std::time::Duration;
+
+use crate::key::RecordId;
+use crate::store::{Lease, Outcome, StoreError};
 
 /// The operation's writes to its store's own data (a balance, an order row),
 /// opened by the store for the operation and committed together with the
-/// record by [`Claim::commit`]: the writes and the record happen together,
+/// record by [`Claim::commit`](crate::Claim::commit): the writes and the record happen together,
 /// and only while the claim holds, or not at all.
 ///
 /// Every store of idem offers one: `idem_postgres::PgTransaction` (a
@@ -18,11 +20,19 @@ use crate::store::{Outcome, StoreError};
 /// records a handler's response in the handler's transaction and commits.
 #[async_trait::async_trait]
 pub trait StoreTransaction: Send + Sized {
-    /// Records `outcome` as `claim`'s in this transaction. A store that
-    /// checks the claim here fails with
-    /// [`lease_lost`](StoreError::lease_lost) if it was lost; others check
-    /// at [`commit`](Self::commit).
-    async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError>;
+    /// Records `outcome` in this transaction as the record `id`'s, kept for
+    /// `ttl`, under the claim `lease`: what [`Store::complete`](crate::Store::complete)
+    /// does, inside the transaction. A store that checks the claim here fails
+    /// with [`lease_lost`](StoreError::lease_lost) if it was lost; others
+    /// check at [`commit`](Self::commit). [`Claim::commit`](crate::Claim::commit)
+    /// calls it with its claim's record, lease and lifetime.
+    async fn complete(
+        &mut self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
 
     /// Commits the writes and the record together. Errors:
     /// [`LeaseLost`](crate::StoreErrorKind::LeaseLost),
@@ -30,7 +40,7 @@ pub trait StoreTransaction: Send + Sized {
     /// [`Unsupported`](crate::StoreErrorKind::Unsupported) (refused before
     /// anything was sent) applied nothing; any other leaves the outcome
     /// unknown (the commit may have been applied
-    /// before the connection failed). Use [`Claim::commit`], which says to
+    /// before the connection failed). Use [`Claim::commit`](crate::Claim::commit), which says to
     /// the engine what became of the claim.
     async fn commit(self) -> Result<(), StoreError>;
 

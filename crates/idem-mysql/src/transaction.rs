@@ -5,7 +5,9 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use idem_core::{async_trait, Claim, Outcome, RecordId, StoreError, StoreTransaction};
+use std::time::Duration;
+
+use idem_core::{async_trait, Lease, Outcome, RecordId, StoreError, StoreTransaction};
 use sqlx::{MySql, MySqlConnection, Transaction};
 
 use crate::calls;
@@ -16,7 +18,7 @@ use crate::wake::Wakes;
 /// A transaction opened by
 /// [`MySqlStore::begin_transaction`](crate::MySqlStore::begin_transaction)
 /// for an operation's writes (it dereferences to the connection:
-/// `.execute(&mut *tx)`) and its record ([`Claim::commit`]): the record is
+/// `.execute(&mut *tx)`) and its record ([`Claim::commit`](idem_core::Claim::commit)): the record is
 /// completed if and only if the writes commit, and only while the claim
 /// holds. The completion locks the record's row until the commit, so an
 /// attempt that would take the claim over waits for it. Dropped without a
@@ -46,7 +48,7 @@ impl MySqlTransaction {
     }
 
     /// Commits (writes only: to commit them with a claim's record, hand the
-    /// transaction to [`Claim::commit`] instead).
+    /// transaction to [`Claim::commit`](idem_core::Claim::commit) instead).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         let (wakes, completed) = (self.wakes, self.completed);
         self.tx.commit().await?;
@@ -77,17 +79,15 @@ impl DerefMut for MySqlTransaction {
 
 #[async_trait]
 impl StoreTransaction for MySqlTransaction {
-    async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError> {
-        calls::complete(
-            &mut self.tx,
-            &self.sql,
-            claim.record_id(),
-            claim.lease(),
-            outcome,
-            claim.ttl(),
-        )
-        .await?;
-        self.completed = Some(*claim.record_id());
+    async fn complete(
+        &mut self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        calls::complete(&mut self.tx, &self.sql, id, lease, outcome, ttl).await?;
+        self.completed = Some(*id);
         Ok(())
     }
 

@@ -5,7 +5,9 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use idem_core::{async_trait, Claim, Outcome, StoreError, StoreTransaction};
+use std::time::Duration;
+
+use idem_core::{async_trait, Lease, Outcome, RecordId, StoreError, StoreTransaction};
 use sqlx::{PgConnection, Postgres, Transaction};
 
 use crate::calls;
@@ -13,7 +15,7 @@ use crate::sql::Sql;
 
 /// A transaction opened by [`PgStore::begin_transaction`](crate::PgStore::begin_transaction) for an operation's
 /// writes (it dereferences to the connection: `.execute(&mut *tx)`) and its
-/// record ([`Claim::commit`]): the record is completed if and only if the
+/// record ([`Claim::commit`](idem_core::Claim::commit)): the record is completed if and only if the
 /// writes commit, and only while the claim holds: the completion locks the
 /// record's row until the commit, so an attempt that would take the claim
 /// over waits for it. Dropped without a commit, it rolls back.
@@ -34,7 +36,7 @@ impl PgTransaction {
     }
 
     /// Commits (writes only: to commit them with a claim's record, hand the
-    /// transaction to [`Claim::commit`] instead).
+    /// transaction to [`Claim::commit`](idem_core::Claim::commit) instead).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         self.tx.commit().await
     }
@@ -64,16 +66,14 @@ fn commit_error(what: &str, e: sqlx::Error) -> StoreError {
 
 #[async_trait]
 impl StoreTransaction for PgTransaction {
-    async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError> {
-        calls::complete(
-            &mut self.tx,
-            &self.sql,
-            claim.record_id(),
-            claim.lease(),
-            outcome,
-            claim.ttl(),
-        )
-        .await
+    async fn complete(
+        &mut self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        calls::complete(&mut self.tx, &self.sql, id, lease, outcome, ttl).await
     }
 
     async fn commit(self) -> Result<(), StoreError> {

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use idem_core::{async_trait, Claim, Lease, Outcome, RecordId, StoreError, StoreTransaction};
+use idem_core::{async_trait, Lease, Outcome, RecordId, StoreError, StoreTransaction};
 use redis::Value;
 
 use crate::wire::{ms, Connection, TokenText};
@@ -26,7 +26,7 @@ struct Completion {
 }
 
 /// The operation's writes to its own data in the store's Redis, applied by
-/// [`Claim::commit`] in **one script call** together with the record's
+/// [`Claim::commit`](idem_core::Claim::commit) in **one script call** together with the record's
 /// completion ([`RedisStore::transaction`]).
 ///
 /// It is optimistic, as `WATCH` is, but in one round trip and on a
@@ -180,12 +180,18 @@ fn hash_tag(key: &str) -> Option<&str> {
 
 #[async_trait]
 impl StoreTransaction for RedisTransaction {
-    async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError> {
+    async fn complete(
+        &mut self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
         self.completion = Some(Completion {
-            id: *claim.record_id(),
-            lease: *claim.lease(),
+            id: *id,
+            lease: *lease,
             outcome: outcome.clone(),
-            ttl: claim.ttl(),
+            ttl,
         });
         Ok(())
     }

@@ -85,6 +85,7 @@ mod layer;
 mod problem_format;
 mod record_codes;
 mod respond;
+mod retry_delay;
 mod service;
 
 pub use answer::{code, IDEM_PROBLEM, RETRY_PUSHBACK_MS};
@@ -94,10 +95,5 @@ pub use idem_http::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use layer::{IdempotencyLayer, Tonic};
 pub use problem_format::problem_format;
 pub use record_codes::{RecordCodes, NEVER_RECORDED, TRANSIENT_CODES};
-
-/// The retry delay in a status's `google.rpc.RetryInfo` (from idem or any
-/// other server), for clients and tests.
-pub fn retry_delay(status: &tonic::Status) -> Option<std::time::Duration> {
-    idem_http::retry_delay_in_details(status.details())
-}
+pub use retry_delay::retry_delay;
 pub use service::IdempotencyService;

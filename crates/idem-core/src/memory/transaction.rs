@@ -7,7 +7,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::MemoryStore;
-use crate::claim::Claim;
 use crate::key::RecordId;
 use crate::store::{Lease, Outcome, StoreError};
 use crate::transaction::StoreTransaction;
@@ -40,7 +39,7 @@ pub(super) struct Staged {
 }
 
 /// The operation's effects on state kept in this process, staged until
-/// [`Claim::commit`] applies them together with the record
+/// [`Claim::commit`](crate::Claim::commit) applies them together with the record
 /// ([`MemoryStore::transaction`]).
 ///
 /// It is optimistic: compute with what you read, then stage an
@@ -139,12 +138,18 @@ impl MemoryTransaction {
 
 #[async_trait]
 impl StoreTransaction for MemoryTransaction {
-    async fn complete(&mut self, claim: &Claim, outcome: &Outcome) -> Result<(), StoreError> {
+    async fn complete(
+        &mut self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
         self.staged.completion = Some(Completion {
-            id: *claim.record_id(),
-            lease: *claim.lease(),
+            id: *id,
+            lease: *lease,
             outcome: outcome.clone(),
-            ttl: claim.ttl(),
+            ttl,
         });
         Ok(())
     }
