@@ -31,6 +31,10 @@ struct Bare(Settings);
 impl Framework for Bare {
     type Answer = Answer;
 
+    fn settings(&self) -> Settings {
+        self.0
+    }
+
     async fn record(&self, answer: Answer) -> Recording<Answer> {
         if !self.0.record.records(answer.status().as_u16()) {
             return Recording::Release(answer);
@@ -183,7 +187,7 @@ async fn serve_one(
     let method = parts.method;
     let handler = move |_claim| async move { route(runs, method, &path, bytes).await };
     Detached::new(
-        |gone| async move { idem_http::answer(&bare, settings, &engine, &call, handler, gone).await },
+        |gone| async move { idem_http::answer(&bare, &engine, &call, handler, gone).await },
         spawn_on_tokio,
     )
     .await

@@ -31,6 +31,10 @@ pub(crate) struct Answers(pub(crate) Settings);
 impl Framework for Answers {
     type Answer = Answer;
 
+    fn settings(&self) -> Settings {
+        self.0
+    }
+
     async fn record(&self, answer: Answer) -> Recording<Answer> {
         // An error is recorded as actix-web renders it, and answered as the
         // error, which renders the same.
@@ -112,7 +116,7 @@ where
     let record = *call.record_id();
     Detached::new(
         |gone| async move {
-            idem_http::answer_claimed(&answers, settings, &engine, &call, claimed, op, gone).await
+            idem_http::answer_claimed(&answers, &engine, &call, claimed, op, gone).await
         },
         spawn_on_worker,
     )

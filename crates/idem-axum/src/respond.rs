@@ -22,6 +22,10 @@ pub(crate) struct Answers(pub(crate) Settings);
 impl Framework for Answers {
     type Answer = Response;
 
+    fn settings(&self) -> Settings {
+        self.0
+    }
+
     async fn record(&self, response: Response) -> Recording<Response> {
         if !self.0.record.records(response.status().as_u16()) {
             return Recording::Release(response);
@@ -91,8 +95,7 @@ where
     let handler = |claim| async move { handler(claim).await.into_response() };
     Detached::new(
         |gone| async move {
-            idem_http::answer_claimed(&answers, settings, &engine, &call, claimed, handler, gone)
-                .await
+            idem_http::answer_claimed(&answers, &engine, &call, claimed, handler, gone).await
         },
         spawn_on_tokio,
     )

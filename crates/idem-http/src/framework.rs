@@ -7,6 +7,7 @@ use idem_core::Outcome;
 
 use crate::problem::Problem;
 use crate::record::{RecordedResponse, Unreadable};
+use crate::settings::Settings;
 
 /// An answer read for recording ([`Framework::record`]).
 #[derive(Debug)]
@@ -33,6 +34,10 @@ pub enum Recording<A> {
 pub trait Framework {
     /// What a handler answers, and what the pipeline answers with.
     type Answer;
+
+    /// The route's settings: what is read and recorded, and what a covered
+    /// handler reads with [`current_settings`](crate::current_settings).
+    fn settings(&self) -> Settings;
 
     /// Reads `answer` for recording, under the route's record policy and
     /// response body limit (see [`buffer_body`](crate::buffer_body)).

@@ -16,7 +16,6 @@ use crate::headers::IDEMPOTENT_REPLAYED;
 use crate::problem::Problem;
 use crate::record::decode;
 use crate::run::Run;
-use crate::settings::Settings;
 use crate::CallerGone;
 
 /// Runs `handler` through `engine` for `call` and answers: the handler's
@@ -46,7 +45,6 @@ use crate::CallerGone;
 /// or a refusal allocates nothing to outlive its client.
 pub async fn answer<F, H, Fut>(
     framework: &F,
-    settings: Settings,
     engine: &Engine,
     call: &Call,
     handler: H,
@@ -60,7 +58,7 @@ where
     match start(framework, engine, call).await {
         Started::Answered(answer) => answer,
         Started::Claimed(claimed) => {
-            answer_claimed(framework, settings, engine, call, claimed, handler, gone).await
+            answer_claimed(framework, engine, call, claimed, handler, gone).await
         }
     }
 }
@@ -98,7 +96,6 @@ pub async fn start<F: Framework>(
 /// [`Detached`](crate::Detached).
 pub async fn answer_claimed<F, H, Fut>(
     framework: &F,
-    settings: Settings,
     engine: &Engine,
     call: &Call,
     claimed: Claimed,
@@ -117,7 +114,7 @@ where
                 return Completion::Release(framework.nobody());
             }
             let own = claim.clone();
-            let run = Run::new(settings);
+            let run = Run::new(framework.settings());
             // Boxed: a handler's future is kilobytes, and every layer
             // above (the run, the claim, the engine, `Detached`) would hold
             // it and move it; boxed, they hold a pointer.
@@ -241,6 +238,7 @@ mod tests {
 
     use super::*;
     use crate::record::{encode, RecordedResponse, Unreadable};
+    use crate::settings::Settings;
 
     #[derive(Debug, PartialEq, Eq)]
     struct Plain {
@@ -253,6 +251,10 @@ mod tests {
 
     impl Framework for Bare {
         type Answer = Plain;
+
+        fn settings(&self) -> Settings {
+            self.0
+        }
 
         async fn record(&self, answer: Plain) -> Recording<Plain> {
             if !self.0.record.records(answer.status) {
@@ -327,7 +329,6 @@ mod tests {
         };
         answer(
             &Bare(settings),
-            settings,
             engine,
             &call(key),
             handler,

@@ -75,7 +75,9 @@ impl Run {
 
 /// The settings of the route whose covered handler this task runs (the
 /// defaults outside one): the record policy and body limits that an
-/// adapter's `commit_response` applies.
+/// adapter's `commit_response` applies. Under `idem_tonic`'s layer, the
+/// layer's body limits; a gRPC answer is recorded by its code (the layer's
+/// `RecordCodes`), so `record` keeps its default there.
 pub fn current_settings() -> Settings {
     RUN.try_with(|run| run.settings).unwrap_or_default()
 }

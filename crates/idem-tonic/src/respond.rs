@@ -1,5 +1,5 @@
 //! The answer pipeline for tonic: [`Answers`], a gRPC server's answers as
-//! [`idem_http::start`] and [`idem_http::answer_claimed`] handle them. A recorded call is its headers, its
+//! [`idem_http::respond`] handles them. A recorded call is its headers, its
 //! message frames as sent, and its trailers with the final status, read
 //! back byte for byte.
 
@@ -12,7 +12,7 @@ use http_body_util::StreamBody;
 use idem_core::Outcome;
 use idem_http::{
     buffer_body, BoxError, BufferedBody, Coverage, Framework, Problem, RecordedResponse, Recording,
-    Unreadable,
+    Settings, Unreadable,
 };
 use tonic::body::Body;
 use tonic::Code;
@@ -24,16 +24,32 @@ use crate::record_codes::RecordCodes;
 /// A gRPC server's answers (a response, or the service's error `E`) under
 /// the layer's settings.
 pub(crate) struct Answers<E> {
-    max_response: usize,
+    /// The layer's bounds; its record policy is `record`, by gRPC code.
+    settings: Settings,
     record: RecordCodes,
     error: PhantomData<fn() -> E>,
 }
 
 impl<E> Answers<E> {
     pub(crate) fn new(config: &Coverage<Tonic>) -> Self {
+        // The layer's bounds; a gRPC answer's record policy is `record`.
+        let mut settings = Settings::default();
+        settings.max_request_body = config.max_request_body;
+        settings.max_response_body = config.max_response_body;
         Self {
-            max_response: config.max_response_body,
+            settings,
             record: config.record,
+            error: PhantomData,
+        }
+    }
+}
+
+// Not derived: that would ask `E: Clone` of the service's error.
+impl<E> Clone for Answers<E> {
+    fn clone(&self) -> Self {
+        Self {
+            settings: self.settings,
+            record: self.record,
             error: PhantomData,
         }
     }
@@ -42,6 +58,10 @@ impl<E> Answers<E> {
 impl<E> Framework for Answers<E> {
     type Answer = Result<Response<Body>, E>;
 
+    fn settings(&self) -> Settings {
+        self.settings
+    }
+
     async fn record(&self, answer: Self::Answer) -> Recording<Self::Answer> {
         // No response at all: nothing to record.
         let response = match answer {
@@ -49,7 +69,7 @@ impl<E> Framework for Answers<E> {
             Err(e) => return Recording::Release(Err(e)),
         };
         let (parts, body) = response.into_parts();
-        let (data, trailers) = match buffer_body(body, self.max_response).await {
+        let (data, trailers) = match buffer_body(body, self.settings.max_response_body).await {
             BufferedBody::Whole { data, trailers } => (data, trailers),
             BufferedBody::Unrecordable(rest) => {
                 return Recording::Unrecordable(Ok(Response::from_parts(parts, Body::new(rest))))
@@ -98,7 +118,7 @@ impl<E> Framework for Answers<E> {
     /// A trailers-only `INTERNAL` status saying the call ran but its answer
     /// could not be recorded.
     fn not_recorded(&self) -> Outcome {
-        let response = answer::response(&Problem::not_recorded(self.max_response));
+        let response = answer::response(&Problem::not_recorded(self.settings.max_response_body));
         idem_http::encode(response.status().as_u16(), &fields(response.headers()), &[])
     }
 

@@ -14,7 +14,7 @@ use http_body_util::Full;
 use idem_core::{Call, Claim, Engine, Fingerprint, IdempotencyKey};
 use idem_http::{
     key_from_values, read_request_body, spawn_on_tokio, Coverage, Detached, Idempotency, Problem,
-    ProblemKind, Settings, Started, TowerAdapter,
+    ProblemKind, Started, TowerAdapter,
 };
 use tonic::body::Body;
 use tower_service::Service;
@@ -114,7 +114,6 @@ where
     };
 
     let answers = Answers::new(&config);
-    let settings = Settings::default();
     let method = move |claim: Claim| async move {
         // The method may read its claim (for the fencing token), and may
         // hand over its open transaction (`commit_with_record`).
@@ -133,8 +132,7 @@ where
         };
         Detached::new(
             |gone| async move {
-                idem_http::answer_claimed(&answers, settings, &engine, &call, claimed, method, gone)
-                    .await
+                idem_http::answer_claimed(&answers, &engine, &call, claimed, method, gone).await
             },
             spawn_on_tokio,
         )
