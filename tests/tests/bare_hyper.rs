@@ -11,59 +11,63 @@ use std::future::Future;
 use std::pin::Pin;
 
 use bytes::Bytes;
+use http::response::Parts;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
 use http_semantics::{echo_body, echo_headers, Runs, SLOW};
 use hyper::body::Incoming;
 use idem_axum::RecordPolicy;
-use idem_core::{Engine, Outcome, Scope};
+use idem_core::{Engine, Scope};
 use idem_http::{
-    buffer_body, key_decision, read_call, spawn_on_tokio, BufferedBody, Detached, Framework,
-    KeyDecision, Problem, RecordedResponse, Recording, RequestLine, Settings, Unreadable,
+    key_decision, read_call, AnswerBody, BoxError, Framework, KeyDecision, Problem,
+    RecordedResponse, RequestLine, Settings, Unreadable,
 };
 
-/// An answer: a whole response (this server's handlers answer whole ones).
-type Answer = Response<Full<Bytes>>;
+/// An answer: a response with any body.
+type Answer = Response<BoxBody<Bytes, BoxError>>;
+
+/// A body of `data`.
+fn whole(data: Bytes) -> BoxBody<Bytes, BoxError> {
+    Full::new(data).map_err(|never| match never {}).boxed()
+}
 
 /// The one impl: this server's answers, as the pipeline handles them.
+#[derive(Clone, Copy)]
 struct Bare(Settings);
 
 impl Framework for Bare {
     type Answer = Answer;
+    type Head = Parts;
+    type Body = BoxBody<Bytes, BoxError>;
 
     fn settings(&self) -> Settings {
         self.0
     }
 
-    async fn record(&self, answer: Answer) -> Recording<Answer> {
-        if !self.0.record.records(answer.status().as_u16()) {
-            return Recording::Release(answer);
-        }
-        let (parts, body) = answer.into_parts();
-        match buffer_body(body, self.0.max_response_body).await {
-            BufferedBody::Whole { data, .. } => {
-                let fields: Vec<(&str, &[u8])> = parts
-                    .headers
-                    .iter()
-                    .map(|(n, v)| (n.as_str(), v.as_bytes()))
-                    .collect();
-                let outcome = idem_http::encode(parts.status.as_u16(), &fields, &data);
-                Recording::Record(Response::from_parts(parts, Full::new(data)), outcome)
-            }
-            BufferedBody::Unrecordable(rest) => {
-                // Served whole all the same: a `Full` body cannot fail.
-                let data = rest
-                    .collect()
-                    .await
-                    .map(http_body_util::Collected::to_bytes)
-                    .unwrap_or_default();
-                Recording::Unrecordable(Response::from_parts(parts, Full::new(data)))
-            }
-        }
+    fn split(&self, answer: Answer) -> Result<(Parts, Self::Body), Answer> {
+        Ok(answer.into_parts())
+    }
+
+    fn status(&self, head: &Parts) -> u16 {
+        head.status.as_u16()
+    }
+
+    fn headers<'h>(&self, head: &'h Parts) -> Vec<(&'h str, &'h [u8])> {
+        idem_http::fields(&head.headers)
+    }
+
+    fn join(&self, head: Parts, body: AnswerBody<Self::Body>) -> Answer {
+        let body = match body {
+            AnswerBody::Unread(body) => body,
+            AnswerBody::Whole { data, .. } => whole(data),
+            AnswerBody::Unrecorded(rest) => rest.boxed(),
+        };
+        Response::from_parts(head, body)
     }
 
     fn replay(&self, recorded: RecordedResponse) -> Result<Answer, Unreadable> {
-        let mut response = Response::new(Full::new(recorded.body));
+        let mut response = Response::new(whole(recorded.body));
         *response.status_mut() =
             StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
         for (name, value) in recorded.headers {
@@ -75,7 +79,7 @@ impl Framework for Bare {
     }
 
     fn problem(&self, problem: &Problem) -> Answer {
-        let mut response = Response::new(Full::new(Bytes::from(problem.body())));
+        let mut response = Response::new(whole(Bytes::from(problem.body())));
         *response.status_mut() = StatusCode::from_u16(problem.status()).unwrap_or_default();
         let headers = response.headers_mut();
         headers.insert(
@@ -88,10 +92,6 @@ impl Framework for Bare {
         response
     }
 
-    fn not_recorded(&self) -> Outcome {
-        idem_http::not_recorded(self.0.max_response_body)
-    }
-
     fn nobody(&self) -> Answer {
         Response::default()
     }
@@ -100,7 +100,7 @@ impl Framework for Bare {
 /// The table's routes, unprotected.
 async fn route(runs: Runs, method: Method, path: &str, body: Bytes) -> Answer {
     let status = |code: StatusCode, body: Vec<u8>| {
-        let mut response = Response::new(Full::new(Bytes::from(body)));
+        let mut response = Response::new(whole(Bytes::from(body)));
         *response.status_mut() = code;
         response
     };
@@ -183,15 +183,9 @@ async fn serve_one(
         Ok(read) => read,
         Err(problem) => return bare.problem(&problem),
     };
-    let record = *call.record_id();
     let method = parts.method;
     let handler = move |_claim| async move { route(runs, method, &path, bytes).await };
-    Detached::new(
-        |gone| async move { idem_http::answer(&bare, &engine, &call, handler, gone).await },
-        spawn_on_tokio,
-    )
-    .await
-    .unwrap_or_else(|| idem_http::panicked(&Bare(settings), &record))
+    idem_http::respond(bare, engine, call, handler).await
 }
 
 fn start(

@@ -11,10 +11,9 @@ use actix_web::body::BoxBody;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
-use idem_core::{Call, Claim, Engine, Outcome};
+use idem_core::{Call, Claim, Engine};
 use idem_http::{
-    buffer_body, BufferedBody, Detached, Framework, Problem, RecordedResponse, Recording, Settings,
-    Started, Unreadable,
+    AnswerBody, Detached, Framework, Problem, RecordedResponse, Settings, Started, Unreadable,
 };
 
 use crate::body::{FromActix, ToActix};
@@ -24,44 +23,54 @@ use crate::problem::problem_response;
 /// as one.
 pub(crate) type Answer = Result<HttpResponse, actix_web::Error>;
 
+/// An answer without its body: the response's head, and the error it was
+/// rendered from, if it was one (answered as the error, which renders the
+/// same).
+pub(crate) type Head = (HttpResponse<()>, Option<actix_web::Error>);
+
 /// actix-web's answers, under a route's settings.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Answers(pub(crate) Settings);
 
 impl Framework for Answers {
     type Answer = Answer;
+    type Head = Head;
+    type Body = FromActix;
 
     fn settings(&self) -> Settings {
         self.0
     }
 
-    async fn record(&self, answer: Answer) -> Recording<Answer> {
-        // An error is recorded as actix-web renders it, and answered as the
-        // error, which renders the same.
+    fn split(&self, answer: Answer) -> Result<(Head, FromActix), Answer> {
+        // An error is recorded as actix-web renders it.
         let (response, error) = match answer {
             Ok(response) => (response, None),
             Err(e) => (e.error_response(), Some(e)),
         };
-        if !self.0.record.records(response.status().as_u16()) {
-            return Recording::Release(error.map_or(Ok(response), Err));
-        }
         let (response, body) = response.into_parts();
-        match buffer_body(FromActix(Box::pin(body)), self.0.max_response_body).await {
-            BufferedBody::Whole { data, .. } => {
-                let fields: Vec<(&str, &[u8])> = response
-                    .headers()
-                    .iter()
-                    .map(|(n, v)| (n.as_str(), v.as_bytes()))
-                    .collect();
-                let outcome = idem_http::encode(response.status().as_u16(), &fields, &data);
-                let response = response.set_body(BoxBody::new(data));
-                Recording::Record(error.map_or(Ok(response), Err), outcome)
-            }
-            BufferedBody::Unrecordable(rest) => {
-                let response = response.set_body(BoxBody::new(ToActix(Box::pin(rest))));
-                Recording::Unrecordable(error.map_or(Ok(response), Err))
-            }
-        }
+        Ok(((response, error), FromActix(Box::pin(body))))
+    }
+
+    fn status(&self, (response, _): &Head) -> u16 {
+        response.status().as_u16()
+    }
+
+    fn headers<'h>(&self, (response, _): &'h Head) -> Vec<(&'h str, &'h [u8])> {
+        response
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect()
+    }
+
+    fn join(&self, (response, error): Head, body: AnswerBody<FromActix>) -> Answer {
+        let body = match body {
+            AnswerBody::Unread(FromActix(body)) => *Pin::into_inner(body),
+            AnswerBody::Whole { data, .. } => BoxBody::new(data),
+            AnswerBody::Unrecorded(rest) => BoxBody::new(ToActix(Box::pin(rest))),
+        };
+        let response = response.set_body(body);
+        error.map_or(Ok(response), Err)
     }
 
     fn replay(&self, recorded: RecordedResponse) -> Result<Answer, Unreadable> {
@@ -80,10 +89,6 @@ impl Framework for Answers {
 
     fn problem(&self, problem: &Problem) -> Answer {
         Ok(problem_response(problem))
-    }
-
-    fn not_recorded(&self) -> Outcome {
-        idem_http::not_recorded(self.0.max_response_body)
     }
 
     fn nobody(&self) -> Answer {

@@ -1,28 +1,51 @@
 //! `Framework`: what the answer pipeline needs to know of a web framework's
-//! answers. An adapter implements it once, for its framework's types.
+//! answers. An adapter implements it once, for its framework's types, in
+//! nouns: how an answer splits into a head and a body, what the head's
+//! status and headers are, and how an answer is put back together. Reading,
+//! recording and rebuilding an answer are idem-http's own
+//! ([`record`](crate::record_answer)).
 
-use std::future::Future;
-
+use bytes::Bytes;
+use http::HeaderMap;
 use idem_core::Outcome;
 
+use crate::body::{BoxError, Unrecorded};
 use crate::problem::Problem;
 use crate::record::{RecordedResponse, Unreadable};
 use crate::settings::Settings;
 
-/// An answer read for recording ([`Framework::record`]).
+/// What an answer's head says of recording it. HTTP answers are decided by
+/// their status; a gRPC answer's final status may come in the trailers, at
+/// the body's end (tower-http's response classifiers make the same split).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Classified {
+    /// Recorded: read the body for its record.
+    Record,
+    /// Not recorded (the record policy leaves it out): served unread, and
+    /// the claim released so that a retry runs again.
+    Release,
+    /// Read the body, then ask [`Framework::records_at_end`] with its
+    /// trailers.
+    AtEnd,
+}
+
+/// An answer's body, handed back to the adapter to put the answer together
+/// again ([`Framework::join`]).
 #[derive(Debug)]
-pub enum Recording<A> {
-    /// Serve the answer; retries get `outcome`, its record.
-    Record(A, Outcome),
-    /// Serve the answer; it cannot be recorded (its body is larger than the
-    /// limit, or failed midway): retries get
-    /// [`not_recorded`](Framework::not_recorded)'s stand-in, since the
-    /// handler ran and must not run again.
-    Unrecordable(A),
-    /// Serve the answer and record nothing: the record policy leaves it out
-    /// (a 5xx, a transient gRPC code) or there is no response at all. The
-    /// claim is released and a retry runs the handler again.
-    Release(A),
+pub enum AnswerBody<B> {
+    /// The body as the handler gave it, unread (the answer is not
+    /// recorded).
+    Unread(B),
+    /// The body read whole for its record: its data and its trailers.
+    Whole {
+        /// Every data frame, in order.
+        data: Bytes,
+        /// The trailers, if any came.
+        trailers: Option<HeaderMap>,
+    },
+    /// A body larger than the limit, or failed midway: what was read, then
+    /// the rest as it streams.
+    Unrecorded(Unrecorded<B>),
 }
 
 /// A web framework's answers, as the pipeline ([`answer`](crate::answer))
@@ -35,13 +58,55 @@ pub trait Framework {
     /// What a handler answers, and what the pipeline answers with.
     type Answer;
 
+    /// An answer without its body: its status and headers, and whatever
+    /// else it takes to put the answer together again.
+    type Head;
+
+    /// An answer's body.
+    type Body: http_body::Body<Data = Bytes, Error: Into<BoxError>>;
+
+    /// Whether trailers are recorded with the body and replayed (gRPC's
+    /// final status); otherwise they are neither.
+    const TRAILERS: bool = false;
+
     /// The route's settings: what is read and recorded, and what a covered
     /// handler reads with [`current_settings`](crate::current_settings).
     fn settings(&self) -> Settings;
 
-    /// Reads `answer` for recording, under the route's record policy and
-    /// response body limit (see [`buffer_body`](crate::buffer_body)).
-    fn record(&self, answer: Self::Answer) -> impl Future<Output = Recording<Self::Answer>>;
+    /// Splits `answer` into its head and body, or hands it back when it is
+    /// no response to record (a gRPC service's error): it is served, and
+    /// the claim released.
+    ///
+    /// # Errors
+    ///
+    /// The answer itself, when it has no response.
+    fn split(&self, answer: Self::Answer) -> Result<(Self::Head, Self::Body), Self::Answer>;
+
+    /// The head's status code.
+    fn status(&self, head: &Self::Head) -> u16;
+
+    /// The head's headers, every value in order, names lowercase.
+    fn headers<'h>(&self, head: &'h Self::Head) -> Vec<(&'h str, &'h [u8])>;
+
+    /// Puts an answer together again from its head and its body.
+    fn join(&self, head: Self::Head, body: AnswerBody<Self::Body>) -> Self::Answer;
+
+    /// What the head says of recording the answer; by default, the route's
+    /// record policy on its status.
+    fn classify(&self, head: &Self::Head) -> Classified {
+        if self.settings().record.records(self.status(head)) {
+            Classified::Record
+        } else {
+            Classified::Release
+        }
+    }
+
+    /// For an answer classified [`Classified::AtEnd`]: whether it is
+    /// recorded, now that its body's `trailers` came.
+    fn records_at_end(&self, head: &Self::Head, trailers: Option<&HeaderMap>) -> bool {
+        let _ = (head, trailers);
+        true
+    }
 
     /// The recorded response, back in the framework's types (the
     /// `Idempotent-Replayed` mark is among its headers).
@@ -55,8 +120,11 @@ pub trait Framework {
     fn problem(&self, problem: &Problem) -> Self::Answer;
 
     /// The record retries get in place of an answer that could not be
-    /// recorded (by default the `response-not-recorded` problem).
-    fn not_recorded(&self) -> Outcome;
+    /// recorded (by default the `response-not-recorded` problem, as
+    /// recorded by [`not_recorded`](crate::not_recorded)).
+    fn not_recorded(&self) -> Outcome {
+        crate::not_recorded(self.settings().max_response_body)
+    }
 
     /// The answer of a handler that was never started because its caller
     /// went away first: nobody reads it.

@@ -24,6 +24,7 @@ mod problem_format;
 mod problem_kind;
 mod record;
 mod record_policy;
+mod recording;
 #[cfg(feature = "grpc")]
 mod retry_info;
 mod run;
@@ -34,10 +35,10 @@ pub use coverage::{Adapter, Coverage, Idempotency, ScopeFrom, TowerAdapter};
 pub use covered_request::{key_decision, read_call, KeyDecision, RequestLine};
 pub use detached::{spawn_on_tokio, CallerGone, Detached};
 pub use fingerprint::{add_body, request_fingerprint};
-pub use framework::{Framework, Recording};
+pub use framework::{AnswerBody, Classified, Framework};
 pub use header_scope::scope_from_values;
 pub use headers::{is_json, key_from_values, KeyHeaderError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
-pub use pipeline::{answer, answer_claimed, commit_answer, panicked, start, Started};
+pub use pipeline::{answer, answer_claimed, commit_answer, panicked, respond, start, Started};
 pub use problem::{not_recorded, Problem};
 pub use problem_format::{reformat, ProblemFormat, ProblemFormatFuture, ProblemFormatService};
 pub use problem_kind::{problem_body, ProblemKind, PROBLEM_TYPE_PREFIX};
@@ -45,6 +46,7 @@ pub use record::{
     decode, encode, encode_with_trailers, RecordedResponse, Unreadable, RECORD_FORMAT,
 };
 pub use record_policy::RecordPolicy;
+pub use recording::{fields, record_answer, Recording};
 #[cfg(feature = "grpc")]
 pub use retry_info::{retry_delay_in_details, retry_info_details};
 pub use run::{current_settings, hand_over};

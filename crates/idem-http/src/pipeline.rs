@@ -11,12 +11,13 @@ use idem_core::{
     StoreTransaction,
 };
 
-use crate::framework::{Framework, Recording};
+use crate::framework::Framework;
 use crate::headers::IDEMPOTENT_REPLAYED;
 use crate::problem::Problem;
 use crate::record::decode;
+use crate::recording::{record_answer, Recording};
 use crate::run::Run;
-use crate::CallerGone;
+use crate::{spawn_on_tokio, CallerGone, Detached};
 
 /// Runs `handler` through `engine` for `call` and answers: the handler's
 /// answer (recorded for retries when the policy says so), the replay of an
@@ -30,7 +31,7 @@ use crate::CallerGone;
 ///   open transaction ([`hand_over`](crate::hand_over));
 /// - a handler that settled its claim itself (a `commit_response`): its
 ///   answer is served as it is;
-/// - else the answer is read for recording ([`Framework::record`]): left
+/// - else the answer is read for recording ([`record_answer`]): left
 ///   out by the policy, the claim is released (and a transaction handed
 ///   over rolled back); too large to record, it is served and retries get
 ///   the stand-in;
@@ -72,6 +73,39 @@ pub enum Started<A> {
     Answered(A),
     /// The claim, to run the handler under with [`answer_claimed`].
     Claimed(Claimed),
+}
+
+/// The whole pipeline as an adapter on tokio runs it: [`start`] in the
+/// request's own task (a replay or a refusal is answered there, and a
+/// client that went away meanwhile has a claim that lands released), then
+/// [`answer_claimed`] inside a [`Detached`]: driven in the request's task,
+/// and handed whole to a task of its own if that task drops it (the client
+/// hung up, a timeout gave up), so that the handler is never cancelled
+/// half-way and its answer is recorded for the retry. Dropped before the
+/// handler started, the claim is released instead. A handler that panics
+/// answers [`panicked`]'s problem; its claim is kept until the lease ends.
+pub async fn respond<F, H, Fut>(framework: F, engine: Engine, call: Call, handler: H) -> F::Answer
+where
+    F: Framework + Clone + Send + Sync + 'static,
+    F::Answer: Send + 'static,
+    F::Head: Send,
+    F::Body: Send,
+    H: FnOnce(Claim) -> Fut + Send + 'static,
+    Fut: Future<Output = F::Answer> + Send + 'static,
+{
+    let claimed = match start(&framework, &engine, &call).await {
+        Started::Answered(answer) => return answer,
+        Started::Claimed(claimed) => claimed,
+    };
+    let (record, detached) = (*call.record_id(), framework.clone());
+    Detached::new(
+        |gone| async move {
+            answer_claimed(&detached, &engine, &call, claimed, handler, gone).await
+        },
+        spawn_on_tokio,
+    )
+    .await
+    .unwrap_or_else(|| panicked(&framework, &record))
 }
 
 /// The pipeline's first step, in the request's own task: takes the claim
@@ -128,7 +162,7 @@ where
                 }
                 return Completion::Keep(answer);
             }
-            let (answer, outcome) = match framework.record(answer).await {
+            let (answer, outcome) = match record_answer(framework, answer).await {
                 Recording::Record(answer, outcome) => (answer, outcome),
                 Recording::Unrecordable(answer) => {
                     // The handler ran: releasing would let a retry run it
@@ -212,7 +246,7 @@ pub async fn commit_answer<F: Framework, T: StoreTransaction>(
     claim: &Claim,
     answer: F::Answer,
 ) -> Result<F::Answer, CommitError> {
-    let (answer, outcome) = match framework.record(answer).await {
+    let (answer, outcome) = match record_answer(framework, answer).await {
         Recording::Record(answer, outcome) => (answer, outcome),
         Recording::Unrecordable(answer) => (answer, framework.not_recorded()),
         Recording::Release(answer) => {
@@ -237,6 +271,7 @@ mod tests {
     use idem_core::{Fingerprint, IdempotencyKey, MemoryStore, Outcome, Scope, Store};
 
     use super::*;
+    use crate::framework::AnswerBody;
     use crate::record::{encode, RecordedResponse, Unreadable};
     use crate::settings::Settings;
 
@@ -256,14 +291,34 @@ mod tests {
             self.0
         }
 
-        async fn record(&self, answer: Plain) -> Recording<Plain> {
-            if !self.0.record.records(answer.status) {
-                Recording::Release(answer)
-            } else if answer.body.len() > self.0.max_response_body {
-                Recording::Unrecordable(answer)
-            } else {
-                let outcome = encode(answer.status, &[], &answer.body);
-                Recording::Record(answer, outcome)
+        // Its answers are whole: the head keeps the body too, and a body
+        // handed back unread is the head's.
+        type Head = Plain;
+        type Body = http_body_util::Full<Bytes>;
+
+        fn split(&self, answer: Plain) -> Result<(Plain, Self::Body), Plain> {
+            let body = http_body_util::Full::new(Bytes::from(answer.body.clone()));
+            Ok((answer, body))
+        }
+
+        fn status(&self, head: &Plain) -> u16 {
+            head.status
+        }
+
+        fn headers<'h>(&self, head: &'h Plain) -> Vec<(&'h str, &'h [u8])> {
+            head.headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), &v[..]))
+                .collect()
+        }
+
+        fn join(&self, head: Plain, body: AnswerBody<Self::Body>) -> Plain {
+            match body {
+                AnswerBody::Whole { data, .. } => Plain {
+                    body: data.to_vec(),
+                    ..head
+                },
+                AnswerBody::Unread(_) | AnswerBody::Unrecorded(_) => head,
             }
         }
 
@@ -281,10 +336,6 @@ mod tests {
                 headers: Vec::new(),
                 body: problem.body().into_bytes(),
             }
-        }
-
-        fn not_recorded(&self) -> Outcome {
-            crate::not_recorded(self.0.max_response_body)
         }
 
         fn nobody(&self) -> Plain {

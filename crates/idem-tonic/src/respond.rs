@@ -6,13 +6,14 @@
 use std::marker::PhantomData;
 
 use bytes::Bytes;
+use http::response::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Response};
 use http_body::Frame;
 use http_body_util::StreamBody;
 use idem_core::Outcome;
 use idem_http::{
-    buffer_body, BoxError, BufferedBody, Coverage, Framework, Problem, RecordedResponse, Recording,
-    Settings, Unreadable,
+    AnswerBody, BoxError, Classified, Coverage, Framework, Problem, RecordedResponse, Settings,
+    Unreadable,
 };
 use tonic::body::Body;
 use tonic::Code;
@@ -57,43 +58,49 @@ impl<E> Clone for Answers<E> {
 
 impl<E> Framework for Answers<E> {
     type Answer = Result<Response<Body>, E>;
+    type Head = Parts;
+    type Body = Body;
+    const TRAILERS: bool = true;
 
     fn settings(&self) -> Settings {
         self.settings
     }
 
-    async fn record(&self, answer: Self::Answer) -> Recording<Self::Answer> {
+    fn split(&self, answer: Self::Answer) -> Result<(Parts, Body), Self::Answer> {
         // No response at all: nothing to record.
-        let response = match answer {
-            Ok(response) => response,
-            Err(e) => return Recording::Release(Err(e)),
+        answer.map(Response::into_parts).map_err(Err)
+    }
+
+    fn status(&self, head: &Parts) -> u16 {
+        head.status.as_u16()
+    }
+
+    fn headers<'h>(&self, head: &'h Parts) -> Vec<(&'h str, &'h [u8])> {
+        idem_http::fields(&head.headers)
+    }
+
+    fn join(&self, head: Parts, body: AnswerBody<Body>) -> Self::Answer {
+        let body = match body {
+            AnswerBody::Unread(body) => body,
+            AnswerBody::Whole { data, trailers } => body_of(data, trailers),
+            AnswerBody::Unrecorded(rest) => Body::new(rest),
         };
-        let (parts, body) = response.into_parts();
-        let (data, trailers) = match buffer_body(body, self.settings.max_response_body).await {
-            BufferedBody::Whole { data, trailers } => (data, trailers),
-            BufferedBody::Unrecordable(rest) => {
-                return Recording::Unrecordable(Ok(Response::from_parts(parts, Body::new(rest))))
-            }
-        };
-        // The final status is in the trailers, or in the headers of a
-        // trailers-only response; a response with neither failed.
+        Ok(Response::from_parts(head, body))
+    }
+
+    /// The final status is in the trailers, at the body's end.
+    fn classify(&self, _head: &Parts) -> Classified {
+        Classified::AtEnd
+    }
+
+    /// Recorded by the final status: in the trailers, or in the headers of
+    /// a trailers-only response; a response with neither failed.
+    fn records_at_end(&self, head: &Parts, trailers: Option<&HeaderMap>) -> bool {
         let code = trailers
-            .as_ref()
             .and_then(grpc_status)
-            .or_else(|| grpc_status(&parts.headers))
+            .or_else(|| grpc_status(&head.headers))
             .unwrap_or(Code::Unknown);
-        let outcome = idem_http::encode_with_trailers(
-            parts.status.as_u16(),
-            &fields(&parts.headers),
-            &data,
-            &trailers.as_ref().map(fields).unwrap_or_default(),
-        );
-        let response = Response::from_parts(parts, body_of(data, trailers));
-        if self.record.records(code) {
-            Recording::Record(Ok(response), outcome)
-        } else {
-            Recording::Release(Ok(response))
-        }
+        self.record.records(code)
     }
 
     fn replay(&self, recorded: RecordedResponse) -> Result<Self::Answer, Unreadable> {
@@ -119,7 +126,11 @@ impl<E> Framework for Answers<E> {
     /// could not be recorded.
     fn not_recorded(&self) -> Outcome {
         let response = answer::response(&Problem::not_recorded(self.settings.max_response_body));
-        idem_http::encode(response.status().as_u16(), &fields(response.headers()), &[])
+        idem_http::encode(
+            response.status().as_u16(),
+            &idem_http::fields(response.headers()),
+            &[],
+        )
     }
 
     fn nobody(&self) -> Self::Answer {
@@ -130,13 +141,6 @@ impl<E> Framework for Answers<E> {
 fn grpc_status(headers: &HeaderMap) -> Option<Code> {
     let value = headers.get("grpc-status")?.to_str().ok()?;
     Some(Code::from(value.parse::<i32>().ok()?))
-}
-
-fn fields(headers: &HeaderMap) -> Vec<(&str, &[u8])> {
-    headers
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_bytes()))
-        .collect()
 }
 
 /// A body of `data` followed by `trailers`. Without either (a

@@ -13,8 +13,7 @@ use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use idem_core::{Call, Claim, Engine, Fingerprint, IdempotencyKey};
 use idem_http::{
-    key_from_values, read_request_body, spawn_on_tokio, Coverage, Detached, Idempotency, Problem,
-    ProblemKind, Started, TowerAdapter,
+    key_from_values, read_request_body, Coverage, Idempotency, Problem, ProblemKind, TowerAdapter,
 };
 use tonic::body::Body;
 use tower_service::Service;
@@ -113,7 +112,6 @@ where
         Err(refused) => return Ok(refused),
     };
 
-    let answers = Answers::new(&config);
     let method = move |claim: Claim| async move {
         // The method may read its claim (for the fencing token), and may
         // hand over its open transaction (`commit_with_record`).
@@ -122,35 +120,15 @@ where
         let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
         inner.call(request).await.map(|r| r.map(Body::new))
     };
-    let record = *call.record_id();
-    // The claim is taken here (a replay or a refusal answered without
-    // anything detached); only the method's run under it is detached.
-    let answered = async move {
-        let claimed = match idem_http::start(&answers, &engine, &call).await {
-            Started::Answered(answer) => return Some(answer),
-            Started::Claimed(claimed) => claimed,
-        };
-        Detached::new(
-            |gone| async move {
-                idem_http::answer_claimed(&answers, &engine, &call, claimed, method, gone).await
-            },
-            spawn_on_tokio,
-        )
-        .await
-    };
-    let answered = match deadline {
+    let answered = idem_http::respond(Answers::new(&config), engine, call, method);
+    match deadline {
         None => answered.await,
-        Some(at) => {
-            if let Ok(answered) = tokio::time::timeout_at(at, answered).await {
-                answered
-            } else {
-                // Dropped here, the call goes on on a task of its own and
-                // is recorded (or, not started yet, releases its claim).
-                return Ok(deadline_exceeded());
-            }
-        }
-    };
-    answered.unwrap_or_else(|| idem_http::panicked(&Answers::<S::Error>::new(&config), &record))
+        // Dropped at the deadline, the call goes on on a task of its own
+        // and is recorded (or, not started yet, releases its claim).
+        Some(at) => tokio::time::timeout_at(at, answered)
+            .await
+            .unwrap_or_else(|_| Ok(deadline_exceeded())),
+    }
 }
 
 /// Reads a covered call with its `key`: its message (bounded, decompressed
