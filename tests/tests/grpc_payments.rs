@@ -304,8 +304,9 @@ async fn a_debit_without_a_valid_key_is_invalid_argument_and_debits_nothing() {
     assert_eq!(missing.code(), Code::InvalidArgument);
     assert_eq!(problem(&missing), "key-missing");
     assert!(
-        missing.message().contains("idempotency-key"),
-        "{}",
+        missing.message().contains("idempotency-key` metadata")
+            && missing.message().contains("each new call"),
+        "says where the key goes, in gRPC's words: {}",
         missing.message()
     );
     let long = "k".repeat(256);

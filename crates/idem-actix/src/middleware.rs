@@ -13,7 +13,7 @@ use actix_web::http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use idem_core::Engine;
-use idem_http::{key_decision, read_call, Coverage, KeyDecision, Problem, RequestLine};
+use idem_http::{read_call, Coverage, KeyDecision, Problem, RequestLine};
 
 use crate::adapter::Actix;
 use crate::body::payload_body;
@@ -71,11 +71,7 @@ where
         return pass(service.call(req).await);
     }
     let values = req.headers().get_all(config.key_header.as_str());
-    let key = match key_decision(
-        config.key_header.as_str(),
-        config.key_required,
-        values.map(HeaderValue::as_bytes),
-    ) {
+    let key = match config.key_decision(values.map(HeaderValue::as_bytes)) {
         KeyDecision::Key(key) => key,
         KeyDecision::PassThrough => return pass(service.call(req).await),
         KeyDecision::Refuse(problem) => return Ok(answer(req, &problem)),

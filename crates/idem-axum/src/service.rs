@@ -17,9 +17,7 @@ use tower_service::Service;
 use crate::layer::Axum;
 use crate::problem::Problem;
 use crate::respond;
-use idem_http::{
-    key_decision, read_call, Coverage, Idempotency, KeyDecision, RequestLine, TowerAdapter,
-};
+use idem_http::{read_call, Coverage, Idempotency, KeyDecision, RequestLine, TowerAdapter};
 
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
 #[derive(Clone)]
@@ -72,11 +70,7 @@ where
         return pass(inner.call(req).await);
     }
     let values = req.headers().get_all(&config.key_header);
-    let key = match key_decision(
-        config.key_header.as_str(),
-        config.key_required,
-        values.iter().map(HeaderValue::as_bytes),
-    ) {
+    let key = match config.key_decision(values.iter().map(HeaderValue::as_bytes)) {
         KeyDecision::Key(key) => key,
         KeyDecision::PassThrough => return pass(inner.call(req).await),
         KeyDecision::Refuse(problem) => return Problem::from(problem).into_response(),

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use http::HeaderName;
 use idem_core::Engine;
 
+use crate::covered_request::{decide_key, KeyDecision};
 use crate::headers::IDEMPOTENCY_KEY;
+use crate::problem::Problem;
 use crate::record_policy::RecordPolicy;
 use crate::settings::Settings;
 
@@ -42,6 +44,11 @@ pub trait Adapter: Sized + 'static {
     /// default unchanged).
     fn method(method: Self::Method) -> Self::Method {
         method
+    }
+    /// The problem for a covered request without a key where one is
+    /// required, the key expected in `header` (by default HTTP's words).
+    fn key_missing(header: &str) -> Problem {
+        Problem::key_missing_from(header)
     }
 }
 
@@ -91,6 +98,15 @@ impl<A: Adapter> Coverage<A> {
         A::Method: PartialEq<M>,
     {
         self.methods.iter().any(|m| m == method)
+    }
+
+    /// What a covered request's key says to do, from the values of the key
+    /// header (or metadata) in the order received: run it under its key,
+    /// pass it through (no key, and keys are optional), or refuse it.
+    pub fn key_decision<'a>(&self, values: impl IntoIterator<Item = &'a [u8]>) -> KeyDecision {
+        decide_key(values, self.key_required, || {
+            A::key_missing(self.key_header.as_str())
+        })
     }
 }
 

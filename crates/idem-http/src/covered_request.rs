@@ -29,9 +29,19 @@ pub fn key_decision<'a>(
     required: bool,
     values: impl IntoIterator<Item = &'a [u8]>,
 ) -> KeyDecision {
+    decide_key(values, required, || Problem::key_missing_from(header))
+}
+
+/// The decision for a covered request from its key's `values`; `missing`
+/// is the problem for no key where one is `required`.
+pub(crate) fn decide_key<'a>(
+    values: impl IntoIterator<Item = &'a [u8]>,
+    required: bool,
+    missing: impl FnOnce() -> Problem,
+) -> KeyDecision {
     match key_from_values(values) {
         Ok(Some(key)) => KeyDecision::Key(key),
-        Ok(None) if required => KeyDecision::Refuse(Problem::key_missing_from(header)),
+        Ok(None) if required => KeyDecision::Refuse(missing()),
         Ok(None) => KeyDecision::PassThrough,
         Err(e) => KeyDecision::Refuse(Problem::key_malformed(&e)),
     }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 use idem_core::Scope;
-use idem_http::{Adapter, Idempotency, ScopeFrom};
+use idem_http::{Adapter, Idempotency, Problem, ProblemKind, ScopeFrom};
 use tonic::Status;
 
 use crate::record_codes::RecordCodes;
@@ -81,6 +81,17 @@ impl Adapter for Tonic {
     /// 4 MiB, tonic's default message limit.
     fn default_limit() -> usize {
         4 << 20
+    }
+
+    /// In gRPC's words: metadata, a method, a call.
+    fn key_missing(header: &str) -> Problem {
+        Problem::new(
+            ProblemKind::KeyMissing,
+            format!(
+                "this method requires an idempotency key in `{header}` metadata: send a unique \
+                 value (a UUID, say) with each new call and the same value when retrying it"
+            ),
+        )
     }
 
     /// `/package.Service/Method`, the leading `/` added if left out.

@@ -13,7 +13,7 @@ use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use idem_core::{Call, Claim, Engine, Fingerprint, IdempotencyKey};
 use idem_http::{
-    key_from_values, read_request_body, Coverage, Idempotency, Problem, ProblemKind, TowerAdapter,
+    read_request_body, Coverage, Idempotency, KeyDecision, Problem, ProblemKind, TowerAdapter,
 };
 use tonic::body::Body;
 use tower_service::Service;
@@ -86,26 +86,11 @@ where
         return inner.call(req).await.map(|r| r.map(Body::new));
     }
     let deadline = grpc_timeout(req.headers()).map(|d| started + d.saturating_sub(AHEAD));
-    let key = key_from_values(
-        req.headers()
-            .get_all(&config.key_header)
-            .iter()
-            .map(HeaderValue::as_bytes),
-    );
-    let key = match key {
-        Ok(Some(key)) => key,
-        Ok(None) if config.key_required => {
-            return Ok(answer::response(&Problem::new(
-                ProblemKind::KeyMissing,
-                format!(
-                    "this method requires an idempotency key in `{}` metadata: send a unique \
-                     value (a UUID, say) with each new call and the same value when retrying it",
-                    config.key_header
-                ),
-            )))
-        }
-        Ok(None) => return inner.call(req).await.map(|r| r.map(Body::new)),
-        Err(e) => return Ok(answer::response(&Problem::key_malformed(&e))),
+    let values = req.headers().get_all(&config.key_header);
+    let key = match config.key_decision(values.iter().map(HeaderValue::as_bytes)) {
+        KeyDecision::Key(key) => key,
+        KeyDecision::PassThrough => return inner.call(req).await.map(|r| r.map(Body::new)),
+        KeyDecision::Refuse(problem) => return Ok(answer::response(&problem)),
     };
     let (call, parts, bytes) = match read_call(&config, key, req).await {
         Ok(read) => read,
