@@ -61,7 +61,7 @@ impl Framework for Bare {
         let body = match body {
             AnswerBody::Unread(body) => body,
             AnswerBody::Whole { data, .. } => whole(data),
-            AnswerBody::Unrecorded(rest) => rest.boxed(),
+            AnswerBody::Unrecordable(rest) => rest.boxed(),
         };
         Response::from_parts(head, body)
     }

@@ -105,7 +105,7 @@ async fn answers_lost_connections_reset_and_refused_still_debit_every_payment_ex
                     .await
                     .unwrap_or_else(|e| panic!("call {i} failed after its retries: {e}"));
                 let how = answer
-                    .idempotency()
+                    .call_report()
                     .cloned()
                     .expect("the middleware's report");
                 assert_eq!(answer.status(), StatusCode::CREATED, "call {i}");
@@ -174,11 +174,11 @@ async fn a_key_reused_for_another_payment_is_refused_once_and_never_retried() {
     let first = debit(5).await.expect("first");
     assert_eq!(first.status(), StatusCode::CREATED);
     assert_eq!(
-        first.idempotency().map(|i| i.key.as_str()),
+        first.call_report().map(|i| i.key.as_str()),
         Some(key.as_str())
     );
     let other = debit(7).await.expect("second");
-    assert_eq!(other.idempotency().map(|i| i.attempts), Some(1));
+    assert_eq!(other.call_report().map(|i| i.attempts), Some(1));
     let problem = other.error_for_problem().await.expect_err("422");
     assert_eq!(
         (problem.status, problem.kind),
@@ -191,7 +191,7 @@ async fn a_key_reused_for_another_payment_is_refused_once_and_never_retried() {
         .send()
         .await
         .expect("bad amount");
-    assert_eq!(bad.idempotency().map(|i| i.attempts), Some(1));
+    assert_eq!(bad.call_report().map(|i| i.attempts), Some(1));
     assert!(bad.status().is_client_error());
 }
 
@@ -234,7 +234,7 @@ async fn every_attempt_of_a_call_carries_its_key_and_each_call_gets_a_new_one() 
             .await
             .expect("order");
         assert_eq!(answer.status(), StatusCode::CREATED);
-        assert_eq!(answer.idempotency().map(|i| i.attempts), Some(3));
+        assert_eq!(answer.call_report().map(|i| i.attempts), Some(3));
     }
     let seen = seen
         .0
@@ -271,7 +271,7 @@ async fn pay_for_order(
                 .expect("downstream debit");
             assert_eq!(answer.status(), StatusCode::CREATED);
             // Whether its key came from the claim, and whether it was a replay.
-            let how = answer.idempotency().map(|i| (i.derived, i.replayed));
+            let how = answer.call_report().map(|i| (i.derived, i.replayed));
             // Frozen here, past the lease: another instance takes over.
             tokio::time::sleep(stall).await;
             Ok::<_, idem_core::Never>(how)
@@ -371,7 +371,7 @@ async fn orders_to_actix_web_through_lost_answers_and_resets_run_exactly_once() 
                     .await
                     .unwrap_or_else(|e| panic!("order {i} failed after its retries: {e}"));
                 assert_eq!(answer.status(), StatusCode::CREATED, "order {i}");
-                let how = answer.idempotency().cloned().expect("report");
+                let how = answer.call_report().cloned().expect("report");
                 (
                     how.key,
                     how.attempts,
@@ -515,7 +515,7 @@ proptest::proptest! {
                 }
             }
             if let Ok(answer) = result {
-                proptest::prop_assert_eq!(answer.idempotency().map(|i| i.attempts as usize), Some(sent.len()));
+                proptest::prop_assert_eq!(answer.call_report().map(|i| i.attempts as usize), Some(sent.len()));
             }
         }
     }
@@ -560,14 +560,14 @@ async fn a_server_that_names_its_replay_header_otherwise_is_understood_when_told
         .send()
         .await
         .expect("answer");
-    assert_eq!(answer.idempotency().map(|i| i.replayed), Some(true));
+    assert_eq!(answer.call_report().map(|i| i.replayed), Some(true));
     let untold = client(IdempotencyMiddleware::new());
     let answer = untold
         .post(format!("{url}/charges"))
         .send()
         .await
         .expect("answer");
-    assert_eq!(answer.idempotency().map(|i| i.replayed), Some(false));
+    assert_eq!(answer.call_report().map(|i| i.replayed), Some(false));
     // The 409 without Retry-After, after the policy's attempts: the caller
     // is told it may retry, as the policy did.
     let busy = client(IdempotencyMiddleware::new().policy(RetryPolicy::default().max_attempts(2)))
@@ -627,7 +627,7 @@ async fn a_409_without_retry_after_is_asked_again_until_the_work_is_done() {
         .await
         .expect("answer");
     assert_eq!(answer.status(), StatusCode::CREATED);
-    let attempts = answer.idempotency().map(|i| i.attempts).unwrap_or_default();
+    let attempts = answer.call_report().map(|i| i.attempts).unwrap_or_default();
     assert!(
         (3..=5).contains(&attempts),
         "asked again about once a second: {attempts} attempts in {:?}",
@@ -672,7 +672,7 @@ async fn a_debit_whose_every_answer_is_lost_reports_its_key_and_resumes_once() {
         .expect("answered");
     assert_eq!(resumed.status(), StatusCode::CREATED);
     let how = resumed
-        .idempotency()
+        .call_report()
         .cloned()
         .expect("the middleware's report");
     assert_eq!(

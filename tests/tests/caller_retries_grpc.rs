@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_client::{GrpcIdempotencyLayer, Idempotency, RetryPolicy};
+use idem_client::{CallReport, GrpcIdempotencyLayer, RetryPolicy};
 use idem_core::{Engine, MemoryStore, Policy};
 use idem_examples::grpc_payments::ledger_client::LedgerClient;
 use idem_examples::grpc_payments::{serve, BalanceRequest, DebitRequest, Payments};
@@ -77,7 +77,7 @@ async fn a_call_that_outlives_its_deadline_is_retried_with_its_key_and_gets_the_
     let receipt = client.debit(call).await.expect("the debit's receipt");
     let how = receipt
         .extensions()
-        .get::<Idempotency>()
+        .get::<CallReport>()
         .cloned()
         .expect("the layer's report");
     assert!(how.attempts >= 2, "{how:?}");
@@ -105,7 +105,7 @@ async fn a_key_reused_for_another_debit_is_refused_once_and_not_retried() {
     assert_eq!(
         first
             .extensions()
-            .get::<Idempotency>()
+            .get::<CallReport>()
             .map(|i| i.key.as_str()),
         Some("grpc-order-1")
     );
@@ -138,7 +138,7 @@ async fn pay_for_order(
                 .expect("downstream debit");
             let how = answer
                 .extensions()
-                .get::<Idempotency>()
+                .get::<CallReport>()
                 .cloned()
                 .expect("report");
             // Frozen here, past the lease: another instance takes over.
@@ -217,7 +217,7 @@ async fn debit_through(
     proxy: &idem_tests::fault_proxy::FaultProxy,
     account: &str,
     attempts: u32,
-) -> Idempotency {
+) -> CallReport {
     let channel = Channel::from_shared(proxy.url())
         .expect("address")
         .connect_lazy();
@@ -236,7 +236,7 @@ async fn debit_through(
         .unwrap_or_else(|e| panic!("a debit of {account} failed after its retries: {e:?}"));
     receipt
         .extensions()
-        .get::<Idempotency>()
+        .get::<CallReport>()
         .cloned()
         .expect("the layer's report")
 }
@@ -358,7 +358,7 @@ async fn a_grpc_debit_whose_every_answer_is_lost_reports_its_key_and_resumes_onc
     let receipt = direct.debit(resumed).await.expect("answered");
     let how = receipt
         .extensions()
-        .get::<Idempotency>()
+        .get::<CallReport>()
         .cloned()
         .expect("the report");
     assert!(

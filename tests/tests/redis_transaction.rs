@@ -184,7 +184,7 @@ async fn refused_outside_and_committed_inside_the_slot(server: Server, layout: K
                 tx.set(untagged.as_str(), "1");
                 let refused = claim.commit(tx, &outcome).await;
                 let message = match refused {
-                    Err(CommitError::NotRecorded(e)) => {
+                    Err(CommitError::RolledBack(e)) => {
                         assert_eq!(e.kind(), StoreErrorKind::Unsupported);
                         e.to_string()
                     }

@@ -67,7 +67,7 @@ impl Framework for Answers {
         let body = match body {
             AnswerBody::Unread(FromActix(body)) => *Pin::into_inner(body),
             AnswerBody::Whole { data, .. } => BoxBody::new(data),
-            AnswerBody::Unrecorded(rest) => BoxBody::new(ToActix(Box::pin(rest))),
+            AnswerBody::Unrecordable(rest) => BoxBody::new(ToActix(Box::pin(rest))),
         };
         let response = response.set_body(body);
         error.map_or(Ok(response), Err)

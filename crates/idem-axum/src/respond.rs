@@ -43,7 +43,7 @@ impl Framework for Answers {
             AnswerBody::Unread(body) => body,
             // Trailers are neither recorded nor replayed.
             AnswerBody::Whole { data, .. } => Body::from(data),
-            AnswerBody::Unrecorded(rest) => Body::new(rest),
+            AnswerBody::Unrecordable(rest) => Body::new(rest),
         };
         Response::from_parts(head, body)
     }

@@ -22,8 +22,8 @@ use tower_service::Service;
 use idem_core::Claim;
 
 use crate::call_failed::{never_reached, CallFailed};
+use crate::call_report::CallReport;
 use crate::key::KeyMint;
-use crate::outcome::Idempotency;
 use crate::policy::{Attempt, Decision, RetryPolicy};
 
 /// A tower layer for tonic clients: `ServiceBuilder::new()
@@ -41,7 +41,7 @@ use crate::policy::{Attempt, Decision, RetryPolicy};
 /// a `google.rpc.RetryInfo` in the status details; a pushback that is
 /// negative or not a number makes the answer final (gRFC A6). The request message is
 /// buffered (up to 4 MiB) so that it can be sent again. The response's
-/// extensions carry an [`Idempotency`].
+/// extensions carry an [`CallReport`].
 #[derive(Clone, Debug)]
 pub struct GrpcIdempotencyLayer {
     config: Arc<Config>,
@@ -218,7 +218,7 @@ where
                     Box::new(CallFailed::new(key.clone(), made, may_have_run, e))
                 });
                 return result.map(|mut response| {
-                    let how = Idempotency::of(
+                    let how = CallReport::of(
                         key,
                         derived,
                         made,

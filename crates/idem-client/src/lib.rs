@@ -28,18 +28,22 @@
 //!   a tower layer over a `Channel`.
 
 mod call_failed;
+mod call_report;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod key;
 mod middleware;
-mod outcome;
 mod policy;
+mod problem_error;
+mod response_ext;
 
 pub use call_failed::CallFailed;
+pub use call_report::CallReport;
 #[cfg(feature = "grpc")]
 pub use grpc::{GrpcIdempotency, GrpcIdempotencyLayer};
 pub use idem_http::ProblemKind;
 pub use key::{CallSite, Key, KeyMint};
 pub use middleware::IdempotencyMiddleware;
-pub use outcome::{Idempotency, ProblemError, ResponseExt};
 pub use policy::{Attempt, Decision, RetryPolicy};
+pub use problem_error::ProblemError;
+pub use response_ext::ResponseExt;

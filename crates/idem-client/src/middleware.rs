@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use idem_core::Claim;
 
 use crate::call_failed::{never_reached, CallFailed};
+use crate::call_report::CallReport;
 use crate::key::{CallSite, Key, KeyMint};
-use crate::outcome::Idempotency;
 use crate::policy::{Attempt, Decision, RetryPolicy};
 
 /// A `reqwest-middleware` middleware that makes a caller's retries safe.
@@ -22,7 +22,7 @@ use crate::policy::{Attempt, Decision, RetryPolicy};
 /// takes the request's key (an `Idempotency-Key` header already set, or a
 /// [`Key`] extension), or mints one ([`KeyMint`]), once, before the first
 /// attempt; then it sends the request and retries it with the same key as
-/// its [`RetryPolicy`] says. The response carries an [`Idempotency`] in
+/// its [`RetryPolicy`] says. The response carries an [`CallReport`] in
 /// its extensions: the key, the attempts, and whether it is a replay.
 /// Requests with other methods and no key pass through, sent once.
 ///
@@ -42,7 +42,7 @@ use crate::policy::{Attempt, Decision, RetryPolicy};
 ///     .body(r#"{"amount":100}"#)
 ///     .send()
 ///     .await?;
-/// let how = answer.idempotency().cloned();
+/// let how = answer.call_report().cloned();
 /// let debit = answer.error_for_problem().await?;
 /// println!("{:?} after {:?}", debit.status(), how);
 /// # Ok(())
@@ -88,7 +88,7 @@ impl IdempotencyMiddleware {
     /// The header by which the server marks a replay (default
     /// `Idempotent-Replayed`; some servers send `Idempotency-Replayed`): a
     /// response that carries it as `true` is reported
-    /// [`replayed`](crate::Idempotency::replayed).
+    /// [`replayed`](crate::CallReport::replayed).
     #[must_use]
     pub fn replay_header(mut self, name: HeaderName) -> Self {
         self.replayed = name;
@@ -260,7 +260,7 @@ fn annotate(
 ) -> reqwest_middleware::Result<Response> {
     match result {
         Ok(mut response) => {
-            let how = Idempotency::of(key, derived, attempts, response.headers(), replayed);
+            let how = CallReport::of(key, derived, attempts, response.headers(), replayed);
             response.extensions_mut().insert(how);
             Ok(response)
         }

@@ -256,7 +256,7 @@ impl Claim {
         } else {
             tracing::warn!(target: "idem", record = %self.record_id(), error = %e, decision = Decision::RolledBack.as_str(), "the outcome could not be recorded in the transaction; rolled back, and the claim is released");
             self.settle(Settled::Released);
-            CommitError::NotRecorded(e)
+            CommitError::RolledBack(e)
         }
     }
 }

@@ -24,7 +24,7 @@ pub enum CommitError {
     /// its effects happened, and the claim is released so that a retry runs
     /// again. The error says what to change.
     #[error("the outcome could not be recorded in the transaction, which was rolled back: {0}")]
-    NotRecorded(#[source] StoreError),
+    RolledBack(#[source] StoreError),
     /// The commit was sent but its answer did not come (the connection
     /// failed, a timeout): the effects and the record either both happened
     /// or neither did, and nobody knows which yet. The claim is kept until

@@ -41,6 +41,22 @@
 //!   recorded outcome was replayed. [`Engine::run`] does all of it for an
 //!   operation that returns a `Result`, and answers a [`Ran`].
 //!
+//! ## Names by audience
+//!
+//! - **Applications**: [`Engine`], [`Call`] ([`Scope`], [`IdempotencyKey`],
+//!   [`Fingerprint`]), [`Policy`] and [`Overrides`], [`Claim`] and
+//!   [`CommitError`], [`Ran`] and [`Error`], [`Failure`], [`MemoryStore`],
+//!   [`Decision`] (what is logged and counted), [`idempotent`].
+//! - **Adapter authors** (HTTP and gRPC layers, queue consumers):
+//!   [`Engine::begin`] and [`Engine::execute_claimed`] with [`Claimed`] and
+//!   [`Begun`]; [`Engine::execute`] with [`Completion`] and [`Execution`];
+//!   an operation's [`Outcome`] in bytes.
+//! - **Store authors**: [`Store`] and [`StoreTransaction`], the answers
+//!   ([`Begin`], [`Lease`], [`RecordInfo`], [`Removal`], [`StoreError`]),
+//!   [`StoreFuture`], [`RecordId`], the transition table ([`machine`]),
+//!   waking waiters ([`waiters`]), [`spawn_purger`], and the conformance
+//!   kit (`testing`, feature `testing`).
+//!
 //! Inside the engine, the granted claim is one value from the store's answer
 //! to its end (`grant.rs`), held while the operation runs and then settled
 //! (`held.rs`), or settled in the background when the store or the caller
@@ -117,24 +133,33 @@ pub mod testing;
 mod transaction;
 pub mod waiters;
 
+// The application's: running an operation once, and what it is told.
 pub use call::Call;
 pub use claim::Claim;
-pub use claimed::{Begun, Claimed};
 pub use commit_error::CommitError;
-pub use completion::{Completion, Execution};
 pub use decision::Decision;
-pub use digest::{Digest, DigestKind};
 pub use engine::Engine;
 pub use error::{CodecError, Error};
 pub use failure::{Failure, Never};
 pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError, FingerprintKind};
-pub use key::{IdempotencyKey, KeyError, RecordId, RecordKind, Scope, MAX_KEY_LEN};
+pub use key::{IdempotencyKey, KeyError, Scope, MAX_KEY_LEN};
 pub use memory::{MemoryStore, MemoryTransaction, WhenFull};
 pub use observe::STORE_DURATION_BUCKETS;
 pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
-pub use purger::spawn_purger;
 pub use ran::Ran;
 pub use result_codec::encode_result;
+
+// An adapter author's: a claim taken in one place and run in another, and
+// an operation's outcome in bytes.
+pub use claimed::{Begun, Claimed};
+pub use completion::{Completion, Execution};
+
+// A store author's: the trait, its transitions' answers, and the helpers
+// every store shares (the transition table is `machine`, the conformance
+// kit `testing`, waking waiters `waiters`).
+pub use digest::{Digest, DigestKind};
+pub use key::{RecordId, RecordKind};
+pub use purger::spawn_purger;
 pub use store::{
     Begin, FencingToken, Lease, Outcome, RecordInfo, RecordInfoState, Removal, Store, StoreError,
     StoreErrorKind,

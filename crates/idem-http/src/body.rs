@@ -57,7 +57,7 @@ pub enum BufferedBody<B> {
     /// The body is larger than the limit, or failed midway: it cannot be
     /// recorded, and is served as it streams (what was read, then the rest
     /// or the error).
-    Unrecordable(Unrecorded<B>),
+    Unrecordable(UnrecordableBody<B>),
 }
 
 /// Reads a response body for recording, up to `limit` bytes of data.
@@ -75,7 +75,7 @@ where
                 Ok(chunk) => {
                     data.extend_from_slice(&chunk);
                     if data.len() > limit {
-                        return BufferedBody::Unrecordable(Unrecorded {
+                        return BufferedBody::Unrecordable(UnrecordableBody {
                             read: Some(data.freeze()),
                             rest: Rest::Body(body),
                         });
@@ -90,7 +90,7 @@ where
             Err(e) => {
                 let e: BoxError = e.into();
                 tracing::warn!(target: "idem", error = %e, "response body failed; the response is not recorded");
-                return BufferedBody::Unrecordable(Unrecorded {
+                return BufferedBody::Unrecordable(UnrecordableBody {
                     read: Some(data.freeze()),
                     rest: Rest::Failed(Some(e)),
                 });
@@ -106,7 +106,7 @@ where
 /// A response body that could not be recorded, served as it was: the data
 /// read so far, then the rest of the body (or the error it failed with).
 #[derive(Debug)]
-pub struct Unrecorded<B> {
+pub struct UnrecordableBody<B> {
     read: Option<Bytes>,
     rest: Rest<B>,
 }
@@ -117,7 +117,7 @@ enum Rest<B> {
     Failed(Option<BoxError>),
 }
 
-impl<B> Body for Unrecorded<B>
+impl<B> Body for UnrecordableBody<B>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,

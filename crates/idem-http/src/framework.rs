@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use idem_core::Outcome;
 
-use crate::body::{BoxError, Unrecorded};
+use crate::body::{BoxError, UnrecordableBody};
 use crate::problem::Problem;
 use crate::record::{RecordedResponse, Unreadable};
 use crate::settings::Settings;
@@ -45,7 +45,7 @@ pub enum AnswerBody<B> {
     },
     /// A body larger than the limit, or failed midway: what was read, then
     /// the rest as it streams.
-    Unrecorded(Unrecorded<B>),
+    Unrecordable(UnrecordableBody<B>),
 }
 
 /// A web framework's answers, as the pipeline ([`answer`](crate::answer))

@@ -10,6 +10,7 @@
 //! types; the rules work on plain strings, bytes and numbers, and bodies
 //! are read through `http_body::Body`.
 
+mod adapter;
 mod body;
 mod coverage;
 mod covered_request;
@@ -18,6 +19,7 @@ mod fingerprint;
 mod framework;
 mod header_scope;
 mod headers;
+mod idempotency;
 mod pipeline;
 mod problem;
 mod problem_format;
@@ -30,14 +32,16 @@ mod retry_info;
 mod run;
 mod settings;
 
-pub use body::{buffer_body, read_request_body, BoxError, BufferedBody, Unrecorded};
-pub use coverage::{Adapter, Coverage, Idempotency, ScopeFrom, TowerAdapter};
+pub use adapter::{Adapter, ScopeFrom};
+pub use body::{buffer_body, read_request_body, BoxError, BufferedBody, UnrecordableBody};
+pub use coverage::Coverage;
 pub use covered_request::{key_decision, read_call, KeyDecision, RequestLine};
 pub use detached::{spawn_on_tokio, CallerGone, Detached};
 pub use fingerprint::{add_body, request_fingerprint};
 pub use framework::{AnswerBody, Classified, Framework};
 pub use header_scope::scope_from_values;
 pub use headers::{is_json, key_from_values, KeyHeaderError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+pub use idempotency::{Idempotency, TowerAdapter};
 pub use pipeline::{answer, answer_claimed, commit_answer, panicked, respond, start, Started};
 pub use problem::{not_recorded, Problem};
 pub use problem_format::{reformat, ProblemFormat, ProblemFormatFuture, ProblemFormatService};

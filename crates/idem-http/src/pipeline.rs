@@ -318,7 +318,7 @@ mod tests {
                     body: data.to_vec(),
                     ..head
                 },
-                AnswerBody::Unread(_) | AnswerBody::Unrecorded(_) => head,
+                AnswerBody::Unread(_) | AnswerBody::Unrecordable(_) => head,
             }
         }
 

@@ -23,7 +23,7 @@ const NEWER_FORMAT: &str = "written in a newer record format by a newer version 
 
 /// Headers that describe one connection, not the response (RFC 9110 §7.6.1),
 /// and framing headers the server sets again for the replayed body.
-const NOT_RECORDED: [&str; 9] = [
+const LEFT_OUT: [&str; 9] = [
     "connection",
     "keep-alive",
     "proxy-authenticate",
@@ -65,7 +65,7 @@ pub fn encode_with_trailers(
         .iter()
         .copied()
         .filter(|(n, _)| {
-            !NOT_RECORDED.iter().any(|h| n.eq_ignore_ascii_case(h))
+            !LEFT_OUT.iter().any(|h| n.eq_ignore_ascii_case(h))
                 && !named_in_connection
                     .iter()
                     .any(|h| n.eq_ignore_ascii_case(h))

@@ -40,7 +40,7 @@ pub async fn record_answer<F: Framework>(framework: &F, answer: F::Answer) -> Re
     let (data, trailers) = match buffer_body(body, limit).await {
         BufferedBody::Whole { data, trailers } => (data, trailers),
         BufferedBody::Unrecordable(rest) => {
-            let answer = framework.join(head, AnswerBody::Unrecorded(rest));
+            let answer = framework.join(head, AnswerBody::Unrecordable(rest));
             return Recording::Unrecordable(answer);
         }
     };

@@ -1,6 +1,6 @@
 //! # idem-mysql
 //!
-//! A [`Store`] for idem on MariaDB and MySQL (InnoDB): records that survive a
+//! A [`Store`](idem_core::Store) for idem on MariaDB and MySQL (InnoDB): records that survive a
 //! cache flush, and exactly-once effects, because a record can complete **in
 //! the same transaction as the business writes**
 //! ([`MySqlStore::begin_transaction`] and
@@ -21,7 +21,7 @@
 //!   nothing and gets `LeaseLost`.
 //! - Time is the server's clock (`UTC_TIMESTAMP(6)`, microseconds), never
 //!   the application's; keys are stored as their SHA-256 (the
-//!   [`RecordId`]), never as sent.
+//!   [`RecordId`](idem_core::RecordId)), never as sent.
 //! - The schema ships with the crate ([`MySqlStore::migrate`], safe to run
 //!   twice and concurrently; or take [`MySqlStore::migration_sql`] into your
 //!   own migration tool).

@@ -1,6 +1,6 @@
 //! # idem-postgres
 //!
-//! A [`Store`] for idem on PostgreSQL: records that survive a cache flush, and
+//! A [`Store`](idem_core::Store) for idem on PostgreSQL: records that survive a cache flush, and
 //! exactly-once effects, because a record can complete **in the same
 //! transaction as the business writes** ([`PgStore::begin_transaction`] and
 //! [`Claim::commit`](idem_core::Claim::commit)): either both commit or

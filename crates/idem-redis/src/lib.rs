@@ -28,7 +28,7 @@
 //!   process, no longer than their TTL, forgotten when the wake channel
 //!   says they were removed; counted with the `metrics` feature.
 //! - **Fails closed**: a connection failure or a timeout is a transient
-//!   [`StoreError`]: the operation does not run, and over HTTP the client gets
+//!   [`StoreError`](idem_core::StoreError): the operation does not run, and over HTTP the client gets
 //!   503 with `Retry-After`. The single-node connection is a
 //!   `ConnectionManager`, and the cluster connection reconnects by itself,
 //!   so the store recovers when the server returns, without a restart.
@@ -56,7 +56,6 @@ mod eviction;
 mod key_layout;
 mod operations;
 mod query;
-mod record;
 mod redis_store;
 mod replay_cache;
 mod replication;
@@ -65,6 +64,7 @@ mod sentinel;
 mod slot;
 mod store;
 mod transaction;
+mod value_layout;
 mod wake;
 mod wire;
 

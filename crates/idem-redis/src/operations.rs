@@ -8,7 +8,7 @@ use idem_core::{
 };
 use redis::Value;
 
-use crate::record::{COMPLETED, FINGERPRINT, IN_FLIGHT, OUTCOME, RELEASED, TOKEN};
+use crate::value_layout::{COMPLETED, FINGERPRINT, IN_FLIGHT, OUTCOME, RELEASED, TOKEN};
 
 /// A token as the records spell it, read back.
 pub(crate) fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
@@ -26,7 +26,7 @@ pub(crate) fn newer_format(state: u8) -> StoreError {
     StoreError::newer_format(
         "the Redis record",
         char::from(state).escape_default(),
-        crate::record::FORMAT,
+        crate::value_layout::FORMAT,
     )
 }
 

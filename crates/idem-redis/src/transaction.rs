@@ -18,7 +18,7 @@ enum Write {
 }
 
 /// The record a transaction completes.
-struct Completion {
+struct RecordWrite {
     id: RecordId,
     lease: Lease,
     outcome: Outcome,
@@ -74,7 +74,7 @@ pub struct RedisTransaction {
     store: RedisStore,
     reads: Vec<(String, Option<Vec<u8>>)>,
     writes: Vec<(String, Write)>,
-    completion: Option<Completion>,
+    completion: Option<RecordWrite>,
 }
 
 impl fmt::Debug for RedisTransaction {
@@ -187,7 +187,7 @@ impl StoreTransaction for RedisTransaction {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        self.completion = Some(Completion {
+        self.completion = Some(RecordWrite {
             id: *id,
             lease: *lease,
             outcome: outcome.clone(),

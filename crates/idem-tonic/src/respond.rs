@@ -83,7 +83,7 @@ impl<E> Framework for Answers<E> {
         let body = match body {
             AnswerBody::Unread(body) => body,
             AnswerBody::Whole { data, trailers } => body_of(data, trailers),
-            AnswerBody::Unrecorded(rest) => Body::new(rest),
+            AnswerBody::Unrecordable(rest) => Body::new(rest),
         };
         Ok(Response::from_parts(head, body))
     }

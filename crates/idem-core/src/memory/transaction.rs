@@ -25,7 +25,7 @@ pub(super) fn run_effects(effects: Vec<(&'static str, Effect)>) -> Result<(), St
 }
 
 /// The record a transaction completes.
-pub(super) struct Completion {
+pub(super) struct RecordWrite {
     pub(super) id: RecordId,
     pub(super) lease: Lease,
     pub(super) outcome: Outcome,
@@ -35,7 +35,7 @@ pub(super) struct Completion {
 /// What a transaction holds until its commit.
 pub(super) struct Staged {
     pub(super) effects: Vec<(&'static str, Effect)>,
-    pub(super) completion: Option<Completion>,
+    pub(super) completion: Option<RecordWrite>,
 }
 
 /// The operation's effects on state kept in this process, staged until
@@ -145,7 +145,7 @@ impl StoreTransaction for MemoryTransaction {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        self.staged.completion = Some(Completion {
+        self.staged.completion = Some(RecordWrite {
             id: *id,
             lease: *lease,
             outcome: outcome.clone(),

@@ -5,7 +5,7 @@
 -- KEYS[4] the other layout's; `look` reads all four in one MGET.
 -- The record is one string: state (IN_FLIGHT, COMPLETED, RELEASED),
 -- fingerprint, fencing token (16 digits), then the outcome of a completed
--- record; its layout's names come before every script, from record.rs.
+-- record; its layout's names come before every script, from value_layout.rs.
 -- The key expires with the lease (in flight) or the TTL (completed), so a
 -- record that is not live is a missing key (or 'R', kept 1 ms).
 -- Each branch names its row of idem_core::machine's table.
