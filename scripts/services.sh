@@ -236,7 +236,7 @@ install_valkey() {
 
 # MariaDB on 127.0.0.1:3306 (`root` with an empty password over TCP,
 # database `test`), for idem-mysql. The tests that restart a server start
-# one of their own (tests/private_mariadb.rs); they only need the binaries.
+# one of their own (tests/support/private_mariadb.rs); they only need the binaries.
 ensure_mariadb() {
     if ! command -v mariadb-install-db >/dev/null || ! [ -x /usr/sbin/mariadbd ]; then
         apt_install mariadb-server mariadb-client

@@ -16,24 +16,12 @@ use idem_client::{
     CallFailed, CallSite, IdempotencyMiddleware, Key, ProblemKind, ResponseExt, RetryPolicy,
 };
 use idem_core::{Engine, MemoryStore};
-use idem_examples::payments::{router, Account, App, MemoryLedger};
 use idem_tests::fault_proxy::{Fault, FaultProxy};
-use idem_tests::serve;
+use idem_tests::{payments_on_memory, serve, Payments};
 use reqwest_middleware::ClientWithMiddleware;
 
 const ACCOUNTS: usize = 5;
 const CALLS: usize = 200;
-
-async fn payments() -> String {
-    let store = MemoryStore::new();
-    serve(router(App {
-        engine: Engine::new(store.clone()),
-        ledger: Arc::new(MemoryLedger::new(&store)),
-        debit_delay: Duration::ZERO,
-        provider: None,
-    }))
-    .await
-}
 
 /// The proxy's plan: half the connections fail, a quarter of them after
 /// the request reached the server.
@@ -71,26 +59,19 @@ fn client(policy: RetryPolicy) -> ClientWithMiddleware {
         .build()
 }
 
-async fn balance(url: &str, account: &str) -> u64 {
-    let a: Account = reqwest::get(format!("{url}/accounts/{account}"))
-        .await
-        .expect("balance")
-        .json()
-        .await
-        .expect("account json");
-    a.balance
-}
-
 #[tokio::test]
 async fn answers_lost_connections_reset_and_refused_still_debit_every_payment_exactly_once() {
-    let url = payments().await;
+    let url = payments_on_memory(MemoryStore::new()).await;
     let target = url.trim_start_matches("http://").parse().expect("address");
     let proxy = FaultProxy::start(target, faults()).await;
     let client = client(through_faults());
     let mut before = HashMap::new();
     for a in 0..ACCOUNTS {
         let account = format!("acct-{a}");
-        before.insert(account.clone(), balance(&url, &account).await);
+        before.insert(
+            account.clone(),
+            Payments::new(url.as_str()).balance(&account).await,
+        );
     }
 
     let answers: Vec<(String, String, u32, bool, Vec<u8>)> = futures_util::stream::iter(0..CALLS)
@@ -122,7 +103,7 @@ async fn answers_lost_connections_reset_and_refused_still_debit_every_payment_ex
         let account = format!("acct-{a}");
         let calls = u64::try_from(CALLS / ACCOUNTS).expect("small");
         assert_eq!(
-            before[&account] - balance(&url, &account).await,
+            before[&account] - Payments::new(url.as_str()).balance(&account).await,
             calls,
             "{account} was debited other than once per payment"
         );
@@ -160,7 +141,7 @@ async fn answers_lost_connections_reset_and_refused_still_debit_every_payment_ex
 
 #[tokio::test]
 async fn a_key_reused_for_another_payment_is_refused_once_and_never_retried() {
-    let url = payments().await;
+    let url = payments_on_memory(MemoryStore::new()).await;
     let client = client(RetryPolicy::default());
     let key = format!("order-{}", std::process::id());
     // A debit of `amount` under the one key.
@@ -281,8 +262,8 @@ async fn pay_for_order(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_frozen_after_its_downstream_debit_and_taken_over_debits_downstream_once() {
-    let downstream = payments().await;
-    let before = balance(&downstream, "acct-9").await;
+    let downstream = payments_on_memory(MemoryStore::new()).await;
+    let before = Payments::new(downstream.as_str()).balance("acct-9").await;
     let lease = Duration::from_millis(300);
     let records: Arc<dyn idem_core::Store> = Arc::new(MemoryStore::new());
     let policy = idem_core::Policy::default().lease(lease);
@@ -303,7 +284,7 @@ async fn a_holder_frozen_after_its_downstream_debit_and_taken_over_debits_downst
         .expect("the takeover runs the order");
     let first = first.await.expect("first holder");
     assert_eq!(
-        before - balance(&downstream, "acct-9").await,
+        before - Payments::new(downstream.as_str()).balance("acct-9").await,
         77,
         "one downstream debit, though the order ran twice"
     );
@@ -640,7 +621,7 @@ async fn a_409_without_retry_after_is_asked_again_until_the_work_is_done() {
 /// receipt instead of a second debit.
 #[tokio::test]
 async fn a_debit_whose_every_answer_is_lost_reports_its_key_and_resumes_once() {
-    let url = payments().await;
+    let url = payments_on_memory(MemoryStore::new()).await;
     let target = url.trim_start_matches("http://").parse().expect("address");
     let lossy = FaultProxy::start(target, vec![Fault::DropAnswer]).await;
     let client = client(
@@ -648,7 +629,7 @@ async fn a_debit_whose_every_answer_is_lost_reports_its_key_and_resumes_once() {
             .max_attempts(3)
             .backoff(Duration::from_millis(2), Duration::from_millis(10)),
     );
-    let before = balance(&url, "acct-lost").await;
+    let before = Payments::new(url.as_str()).balance("acct-lost").await;
     let debit = |base: &str| {
         client
             .post(format!("{base}/accounts/acct-lost/debits"))
@@ -663,7 +644,10 @@ async fn a_debit_whose_every_answer_is_lost_reports_its_key_and_resumes_once() {
     assert!(failed.may_have_run, "{lost}");
     assert!(lost.to_string().contains(&failed.key), "{lost}");
     // It ran, once, although no answer came back.
-    assert_eq!(balance(&url, "acct-lost").await, before - 7);
+    assert_eq!(
+        Payments::new(url.as_str()).balance("acct-lost").await,
+        before - 7
+    );
 
     let resumed = debit(&url)
         .with_extension(failed.resume())
@@ -679,7 +663,11 @@ async fn a_debit_whose_every_answer_is_lost_reports_its_key_and_resumes_once() {
         (how.key.as_str(), how.replayed),
         (failed.key.as_str(), true)
     );
-    assert_eq!(balance(&url, "acct-lost").await, before - 7, "debited once");
+    assert_eq!(
+        Payments::new(url.as_str()).balance("acct-lost").await,
+        before - 7,
+        "debited once"
+    );
 }
 
 /// Every connection refused: the caller is told the request never reached

@@ -12,8 +12,7 @@ use std::time::Duration;
 use actix_web::web::{self, Data, Json};
 use actix_web::HttpResponse;
 use idem_core::{Engine, MemoryStore};
-use idem_examples::payments::{router, App, MemoryLedger};
-use idem_tests::{serve, serve_actix};
+use idem_tests::{payments_on_memory, serve, serve_actix};
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -102,14 +101,7 @@ fn assert_refused_at_once(answer: &str, asked: bool, may_ask: bool, what: &str) 
 
 #[tokio::test]
 async fn a_client_that_asks_before_sending_its_body_without_a_key_is_refused_before_sending_it() {
-    let store = MemoryStore::new();
-    let url = serve(router(App {
-        engine: Engine::new(store.clone()),
-        ledger: Arc::new(MemoryLedger::new(&store)),
-        debit_delay: Duration::ZERO,
-        provider: None,
-    }))
-    .await;
+    let url = payments_on_memory(MemoryStore::new()).await;
     let (answer, asked) = ask_before_sending(&url, "/accounts/ann/debits", None).await;
     assert_refused_at_once(&answer, asked, false, "payments (axum attribute)");
 

@@ -11,14 +11,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use idem_core::{
     Engine, IdempotencyKey, MemoryStore, Policy, RecordId, RecordInfo, RecordInfoState, Removal,
     Scope, Store,
 };
-use idem_examples::payments::{router, Account, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
+use idem_examples::payments::{router, App, Ledger, MemoryLedger, PgLedger, RedisLedger};
 use idem_examples::provider::{provider_router, Charges, Provider, ProviderClient};
-use idem_tests::{pg_store, redis_url, serve, unique_prefix, RenewalsFail};
+use idem_tests::{pg_store, redis_url, serve, unique_prefix, Payments, RenewalsFail};
 
 const LEASE: Duration = Duration::from_millis(300);
 /// Longer than the lease: the stalled holder's debit is still on its way
@@ -56,31 +56,14 @@ async fn provider() -> (String, Charges) {
     (url, charges)
 }
 
-async fn debit(url: &str, key: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{url}/accounts/alice/debits"))
-        .header("idempotency-key", key)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(r#"{"amount":100}"#)
-        .send()
-        .await
-        .expect("debit")
-}
-
-async fn balance(url: &str) -> u64 {
-    let account: Account = reqwest::get(format!("{url}/accounts/alice"))
-        .await
-        .expect("balance")
-        .json()
-        .await
-        .expect("account json");
-    account.balance
-}
-
 /// The holder stalls past its lease; the client's retry reaches the other
 /// instance, which takes the claim over and debits; the holder resumes.
 async fn holder_stalls_past_its_lease(stalling: String, other: String) {
-    let first = tokio::spawn(async move { debit(&stalling, "stall-1").await });
+    let first = tokio::spawn(async move {
+        Payments::new(stalling.as_str())
+            .debit("alice", "stall-1", 100)
+            .await
+    });
     // The lease ends 300 ms after the claim and is not renewed; the retry
     // comes after. The claim itself comes some time after the request is
     // sent (longer on a loaded machine, or through a pooler), and until its
@@ -89,7 +72,9 @@ async fn holder_stalls_past_its_lease(stalling: String, other: String) {
     tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
     let stalled_until = tokio::time::Instant::now() + PROVIDER - LEASE;
     let retry = loop {
-        let retry = debit(&other, "stall-1").await;
+        let retry = Payments::new(other.as_str())
+            .debit("alice", "stall-1", 100)
+            .await;
         if retry.status() != StatusCode::CONFLICT || tokio::time::Instant::now() > stalled_until {
             break retry;
         }
@@ -104,9 +89,15 @@ async fn holder_stalls_past_its_lease(stalling: String, other: String) {
     );
     let problem = late.text().await.expect("body");
     assert!(problem.contains("lease-lost"), "{problem}");
-    assert_eq!(balance(&other).await, 9_900, "one debit of 100");
+    assert_eq!(
+        Payments::new(other.as_str()).balance("alice").await,
+        9_900,
+        "one debit of 100"
+    );
     // Every later retry replays the takeover's receipt.
-    let again = debit(&other, "stall-1").await;
+    let again = Payments::new(other.as_str())
+        .debit("alice", "stall-1", 100)
+        .await;
     assert_eq!(again.status(), StatusCode::CREATED);
     assert_eq!(
         again
@@ -115,7 +106,7 @@ async fn holder_stalls_past_its_lease(stalling: String, other: String) {
             .map(axum::http::HeaderValue::as_bytes),
         Some(&b"true"[..])
     );
-    assert_eq!(balance(&other).await, 9_900);
+    assert_eq!(Payments::new(other.as_str()).balance("alice").await, 9_900);
 }
 
 /// An operator force-removes the record while its debit runs; the client's
@@ -126,7 +117,11 @@ async fn record_force_removed_mid_debit(store: Arc<dyn Store>, url: String) {
         &IdempotencyKey::parse("forced-1").expect("key"),
     );
     let u = url.clone();
-    let first = tokio::spawn(async move { debit(&u, "forced-1").await });
+    let first = tokio::spawn(async move {
+        Payments::new(u.as_str())
+            .debit("alice", "forced-1", 100)
+            .await
+    });
     // Removed once its debit holds the claim (the provider call takes
     // 800 ms after it).
     let claimed_by = tokio::time::Instant::now() + Duration::from_secs(2);
@@ -147,7 +142,9 @@ async fn record_force_removed_mid_debit(store: Arc<dyn Store>, url: String) {
         store.remove(&id, true).await.expect("remove"),
         Removal::Removed
     );
-    let retry = debit(&url, "forced-1").await;
+    let retry = Payments::new(url.as_str())
+        .debit("alice", "forced-1", 100)
+        .await;
     assert_eq!(retry.status(), StatusCode::CREATED, "the retry debits");
     let removed = first.await.expect("first request");
     assert_eq!(
@@ -155,7 +152,11 @@ async fn record_force_removed_mid_debit(store: Arc<dyn Store>, url: String) {
         StatusCode::CONFLICT,
         "the removed holder's debit is not applied"
     );
-    assert_eq!(balance(&url).await, 9_900, "one debit of 100");
+    assert_eq!(
+        Payments::new(url.as_str()).balance("alice").await,
+        9_900,
+        "one debit of 100"
+    );
 }
 
 /// Two instances on `store`, the first stalling, and the stall story.

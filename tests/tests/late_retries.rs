@@ -11,45 +11,11 @@ use std::time::Duration;
 use axum::http::{header, StatusCode};
 use idem_core::memory::ManualClock;
 use idem_core::{Engine, Error, MemoryStore, Never, Policy, Ran, Store};
-use idem_examples::payments::{router, Account, App, MemoryLedger};
-use idem_tests::{mysql_store, pg_store, redis_url, serve, unique_prefix, valkey_url};
+use idem_tests::{
+    mysql_store, payments_on_memory, pg_store, redis_url, unique_prefix, valkey_url, Payments,
+};
 
 const DAY: Duration = Duration::from_hours(24);
-
-async fn debit(client: &reqwest::Client, url: &str, key: &str, amount: u64) -> reqwest::Response {
-    client
-        .post(format!("{url}/accounts/alice/debits"))
-        .header("idempotency-key", key)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(format!(r#"{{"amount":{amount}}}"#))
-        .send()
-        .await
-        .expect("request")
-}
-
-async fn balance(client: &reqwest::Client, url: &str) -> u64 {
-    let a: Account = client
-        .get(format!("{url}/accounts/alice"))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("account json");
-    a.balance
-}
-
-/// The payments example (records kept 24 hours) on a memory store whose
-/// clock the test moves.
-async fn payments_on(store: MemoryStore) -> String {
-    serve(router(App {
-        engine: Engine::new(store.clone()),
-        ledger: Arc::new(MemoryLedger::new(&store)),
-        debit_delay: Duration::ZERO,
-        provider: None,
-    }))
-    .await
-}
 
 fn clocked(clock: &Arc<ManualClock>, trace: Duration) -> MemoryStore {
     MemoryStore::builder()
@@ -61,14 +27,14 @@ fn clocked(clock: &Arc<ManualClock>, trace: Duration) -> MemoryStore {
 #[tokio::test]
 async fn a_debit_retried_a_day_later_is_refused_not_charged_again() {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
-    let url = payments_on(clocked(&clock, DAY)).await;
-    let c = reqwest::Client::new();
-    assert_eq!(debit(&c, &url, "pay-late", 1000).await.status(), 201);
-    assert_eq!(balance(&c, &url).await, 9000);
+    let url = payments_on_memory(clocked(&clock, DAY)).await;
+    let c = Payments::new(&url);
+    assert_eq!(c.debit("alice", "pay-late", 1000).await.status(), 201);
+    assert_eq!(c.balance("alice").await, 9000);
 
     // The client's retry queue sends it again a day and a minute later.
     clock.advance(DAY + Duration::from_mins(1));
-    let late = debit(&c, &url, "pay-late", 1000).await;
+    let late = c.debit("alice", "pay-late", 1000).await;
     assert_eq!(late.status(), StatusCode::PRECONDITION_FAILED);
     assert_eq!(
         late.headers()
@@ -84,15 +50,15 @@ async fn a_debit_retried_a_day_later_is_refused_not_charged_again() {
         detail.contains("expired") && detail.contains("not processed again"),
         "{detail}"
     );
-    assert_eq!(balance(&c, &url).await, 9000, "not charged again");
+    assert_eq!(c.balance("alice").await, 9000, "not charged again");
 
     // The same key with another body is still a reused key.
-    assert_eq!(debit(&c, &url, "pay-late", 2500).await.status(), 422);
+    assert_eq!(c.debit("alice", "pay-late", 2500).await.status(), 422);
 
     // Once the trace has ended too, the key is a new request.
     clock.advance(DAY);
-    assert_eq!(debit(&c, &url, "pay-late", 1000).await.status(), 201);
-    assert_eq!(balance(&c, &url).await, 8000);
+    assert_eq!(c.debit("alice", "pay-late", 1000).await.status(), 201);
+    assert_eq!(c.balance("alice").await, 8000);
 }
 
 #[tokio::test]
@@ -100,12 +66,12 @@ async fn with_the_trace_turned_off_a_late_retry_runs_again() {
     // What `expired_trace(Duration::ZERO)` chooses (and what idem did
     // before traces): a retry after the lifetime is a new request.
     let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
-    let url = payments_on(clocked(&clock, Duration::ZERO)).await;
-    let c = reqwest::Client::new();
-    assert_eq!(debit(&c, &url, "pay-off", 1000).await.status(), 201);
+    let url = payments_on_memory(clocked(&clock, Duration::ZERO)).await;
+    let c = Payments::new(&url);
+    assert_eq!(c.debit("alice", "pay-off", 1000).await.status(), 201);
     clock.advance(DAY + Duration::from_mins(1));
-    assert_eq!(debit(&c, &url, "pay-off", 1000).await.status(), 201);
-    assert_eq!(balance(&c, &url).await, 8000);
+    assert_eq!(c.debit("alice", "pay-off", 1000).await.status(), 201);
+    assert_eq!(c.balance("alice").await, 8000);
 }
 
 /// Runs one debit under `key` on `store` with records kept `ttl`: refused

@@ -8,19 +8,7 @@ use std::time::Duration;
 use idem_core::{Engine, MemoryStore};
 use idem_examples::payments::{router, App, MemoryLedger, RedisLedger};
 use idem_redis::RedisStore;
-use idem_tests::{redis_url, serve, unique_prefix};
-
-async fn debit(url: &str, key: &str, amount: u64) -> reqwest::StatusCode {
-    reqwest::Client::new()
-        .post(format!("{url}/accounts/acct-1/debits"))
-        .header("idempotency-key", key)
-        .header("content-type", "application/json")
-        .body(format!(r#"{{"amount":{amount}}}"#))
-        .send()
-        .await
-        .expect("debit")
-        .status()
-}
+use idem_tests::{redis_url, serve, unique_prefix, Payments};
 
 fn value(scrape: &str, line_start: &str) -> Option<f64> {
     scrape
@@ -41,9 +29,27 @@ async fn a_scrape_shows_each_decision_and_the_store_s_latency() {
         provider: None,
     }))
     .await;
-    assert_eq!(debit(&url, "m-1", 100).await, 201);
-    assert_eq!(debit(&url, "m-1", 100).await, 201);
-    assert_eq!(debit(&url, "m-1", 200).await, 422);
+    assert_eq!(
+        Payments::new(url.as_str())
+            .debit("acct-1", "m-1", 100)
+            .await
+            .status(),
+        201
+    );
+    assert_eq!(
+        Payments::new(url.as_str())
+            .debit("acct-1", "m-1", 100)
+            .await
+            .status(),
+        201
+    );
+    assert_eq!(
+        Payments::new(url.as_str())
+            .debit("acct-1", "m-1", 200)
+            .await
+            .status(),
+        422
+    );
 
     let scrape = reqwest::get(format!("{metrics}/metrics"))
         .await
@@ -107,7 +113,13 @@ async fn a_scrape_shows_how_many_retries_the_redis_replay_cache_answered() {
         provider: None,
     }))
     .await;
-    assert_eq!(debit(&url, "c-1", 100).await, 201);
+    assert_eq!(
+        Payments::new(url.as_str())
+            .debit("acct-1", "c-1", 100)
+            .await
+            .status(),
+        201
+    );
     let scrape = || async {
         reqwest::get(format!("{metrics}/metrics"))
             .await
@@ -132,10 +144,22 @@ async fn a_scrape_shows_how_many_retries_the_redis_replay_cache_answered() {
             "no hit within 2 s: {}",
             scrape().await
         );
-        assert_eq!(debit(&url, "c-1", 100).await, 201);
+        assert_eq!(
+            Payments::new(url.as_str())
+                .debit("acct-1", "c-1", 100)
+                .await
+                .status(),
+            201
+        );
     }
     for _ in 0..10 {
-        assert_eq!(debit(&url, "c-1", 100).await, 201);
+        assert_eq!(
+            Payments::new(url.as_str())
+                .debit("acct-1", "c-1", 100)
+                .await
+                .status(),
+            201
+        );
     }
     let scrape = scrape().await;
     assert!(event(&scrape, "hit") >= 11.0, "{scrape}");

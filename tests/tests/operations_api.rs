@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use idem_core::{Engine, MemoryStore};
 use idem_examples::payments::{router, App, MemoryLedger};
-use idem_tests::serve;
+use idem_tests::{serve, Payments};
 use serde_json::Value;
 
 async fn start(debit_delay: Duration) -> (String, String) {
@@ -24,18 +24,6 @@ async fn start(debit_delay: Duration) -> (String, String) {
     (serve(router(app)).await, admin)
 }
 
-async fn debit(url: &str, account: &str, key: &str) -> (StatusCode, Value) {
-    let r = reqwest::Client::new()
-        .post(format!("{url}/accounts/{account}/debits"))
-        .header("idempotency-key", key)
-        .header("content-type", "application/json")
-        .body(r#"{"amount":100}"#)
-        .send()
-        .await
-        .expect("debit");
-    (r.status(), r.json().await.unwrap_or(Value::Null))
-}
-
 async fn admin(method: reqwest::Method, url: &str, query: &str) -> (StatusCode, Value) {
     let r = reqwest::Client::new()
         .request(method, format!("{url}/records?{query}"))
@@ -48,7 +36,10 @@ async fn admin(method: reqwest::Method, url: &str, query: &str) -> (StatusCode, 
 #[tokio::test]
 async fn support_looks_a_key_up_clears_it_and_the_customer_s_retry_runs_again() {
     let (url, ops) = start(Duration::ZERO).await;
-    let (status, first) = debit(&url, "ann", "pay-1").await;
+    let (status, first) = Payments::new(url.as_str())
+        .try_debit_json("ann", "pay-1", 100)
+        .await
+        .expect("debit");
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(first["balance"], 9900);
 
@@ -88,7 +79,10 @@ async fn support_looks_a_key_up_clears_it_and_the_customer_s_retry_runs_again() 
     let (status, again) = admin(reqwest::Method::DELETE, &ops, "scope=ann&key=pay-1").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{again}");
 
-    let (status, retried) = debit(&url, "ann", "pay-1").await;
+    let (status, retried) = Payments::new(url.as_str())
+        .try_debit_json("ann", "pay-1", 100)
+        .await
+        .expect("debit");
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(retried["balance"], 9800, "cleared, the key runs again");
     assert_ne!(retried["debit_id"], first["debit_id"]);
@@ -99,7 +93,12 @@ async fn a_key_in_flight_is_cleared_only_when_forced_and_the_running_request_is_
     let (url, ops) = start(Duration::from_millis(600)).await;
     let running = tokio::spawn({
         let url = url.clone();
-        async move { debit(&url, "bob", "pay-2").await }
+        async move {
+            Payments::new(url.as_str())
+                .try_debit_json("bob", "pay-2", 100)
+                .await
+                .expect("debit")
+        }
     });
     // Until the running request holds its claim.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -242,7 +241,10 @@ const MISTAKES: &[(&str, &str, u16, &str, &str)] = &[
 #[tokio::test]
 async fn an_operator_s_mistyped_request_is_answered_with_a_problem_that_says_what_is_wrong() {
     let (url, ops) = start(Duration::ZERO).await;
-    let (status, _) = debit(&url, "cat", "pay-3").await;
+    let (status, _) = Payments::new(url.as_str())
+        .try_debit_json("cat", "pay-3", 100)
+        .await
+        .expect("debit");
     assert_eq!(status, StatusCode::CREATED);
 
     for (method, query, status, kind, detail) in MISTAKES {

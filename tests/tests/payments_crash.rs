@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use axum::http::{header, StatusCode};
-use idem_tests::{database_url, pg_pool, redis_url, unique_prefix, unique_schema};
+use idem_tests::{database_url, pg_pool, redis_url, unique_prefix, unique_schema, Payments};
 
 fn payments_binary() -> PathBuf {
     // target/<profile>/deps/<this test> -> target/<profile>/examples/payments
@@ -99,27 +99,6 @@ async fn start_on(store: &[(&str, String)], delay_ms: u64, lease_ms: Option<u64>
     panic!("payments did not start on {}", instance.url);
 }
 
-async fn debit(client: &reqwest::Client, url: &str) -> reqwest::Result<reqwest::Response> {
-    debit_of(client, url, "ivy", "crash-1", 1000).await
-}
-
-async fn debit_of(
-    client: &reqwest::Client,
-    url: &str,
-    account: &str,
-    key: &str,
-    amount: u64,
-) -> reqwest::Result<reqwest::Response> {
-    client
-        .post(format!("{url}/accounts/{account}/debits"))
-        .header("idempotency-key", key)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(format!(r#"{{"amount":{amount}}}"#))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-}
-
 /// Waits until the debit sent to the first instance holds its claim (its
 /// record is in the schema's table), so that the kill lands mid-debit however
 /// slowly the instance got there.
@@ -143,22 +122,6 @@ async fn claimed(schema: &str) {
     }
 }
 
-async fn balance(client: &reqwest::Client, url: &str) -> u64 {
-    balance_of(client, url, "ivy").await
-}
-
-async fn balance_of(client: &reqwest::Client, url: &str, account: &str) -> u64 {
-    let v: serde_json::Value = client
-        .get(format!("{url}/accounts/{account}"))
-        .send()
-        .await
-        .expect("balance")
-        .json()
-        .await
-        .expect("json");
-    v["balance"].as_u64().expect("balance number")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_debit_then_retried_elsewhere_debits_once() {
     let schema = unique_schema();
@@ -166,11 +129,10 @@ async fn killed_mid_debit_then_retried_elsewhere_debits_once() {
     // Instance 1 spends 3s in the payment provider; instance 2 none.
     let mut first = start(&schema, 3000, Some(lease_ms)).await;
     let second = start(&schema, 0, Some(lease_ms)).await;
-    let client = reqwest::Client::new();
 
     let in_flight = {
-        let (client, url) = (client.clone(), first.url.clone());
-        tokio::spawn(async move { debit(&client, &url).await })
+        let url = first.url.clone();
+        tokio::spawn(async move { payments(&url).try_debit("ivy", "crash-1", 1000).await })
     };
     claimed(&schema).await;
     // SIGKILL in the middle of the debit: no cleanup, no release.
@@ -182,22 +144,31 @@ async fn killed_mid_debit_then_retried_elsewhere_debits_once() {
     );
 
     // The dead instance's claim is still alive: a retry is told to wait.
-    let early = debit(&client, &second.url).await.expect("retry");
+    let early = payments(&second.url)
+        .try_debit("ivy", "crash-1", 1000)
+        .await
+        .expect("retry");
     assert_eq!(early.status(), StatusCode::CONFLICT);
     assert!(early.headers().contains_key(header::RETRY_AFTER));
 
     // After the lease, the retry takes over and debits once.
     tokio::time::sleep(Duration::from_millis(lease_ms + 500)).await;
-    let retried = debit(&client, &second.url).await.expect("retry");
+    let retried = payments(&second.url)
+        .try_debit("ivy", "crash-1", 1000)
+        .await
+        .expect("retry");
     assert_eq!(retried.status(), StatusCode::CREATED);
     assert!(!retried.headers().contains_key("idempotent-replayed"));
     let receipt = retried.bytes().await.expect("receipt");
-    let again = debit(&client, &second.url).await.expect("replay");
+    let again = payments(&second.url)
+        .try_debit("ivy", "crash-1", 1000)
+        .await
+        .expect("replay");
     assert_eq!(again.status(), StatusCode::CREATED);
     assert!(again.headers().contains_key("idempotent-replayed"));
     assert_eq!(again.bytes().await.expect("receipt"), receipt);
     assert_eq!(
-        balance(&client, &second.url).await,
+        payments(&second.url).balance("ivy").await,
         9_000,
         "exactly one debit"
     );
@@ -210,10 +181,9 @@ async fn a_crashed_holder_blocks_its_key_for_at_most_the_default_lease() {
     let schema = unique_schema();
     let mut first = start(&schema, 30_000, None).await;
     let second = start(&schema, 0, None).await;
-    let client = reqwest::Client::new();
     let in_flight = {
-        let (client, url) = (client.clone(), first.url.clone());
-        tokio::spawn(async move { debit(&client, &url).await })
+        let url = first.url.clone();
+        tokio::spawn(async move { payments(&url).try_debit("ivy", "crash-1", 1000).await })
     };
     claimed(&schema).await;
     first.child.kill().expect("SIGKILL");
@@ -222,7 +192,10 @@ async fn a_crashed_holder_blocks_its_key_for_at_most_the_default_lease() {
     let _ = in_flight.await;
     let lease = idem_core::DEFAULT_LEASE;
     let ran = loop {
-        let r = debit(&client, &second.url).await.expect("retry");
+        let r = payments(&second.url)
+            .try_debit("ivy", "crash-1", 1000)
+            .await
+            .expect("retry");
         if r.status() != StatusCode::CONFLICT {
             assert_eq!(r.status(), StatusCode::CREATED);
             break killed.elapsed();
@@ -237,7 +210,7 @@ async fn a_crashed_holder_blocks_its_key_for_at_most_the_default_lease() {
     println!("a retry ran {ran:?} after the holder was SIGKILLed (default lease {lease:?})");
     assert!(ran > lease / 2, "the dead holder's claim lived on: {ran:?}");
     assert_eq!(
-        balance(&client, &second.url).await,
+        payments(&second.url).balance("ivy").await,
         9_000,
         "exactly one debit"
     );
@@ -291,16 +264,16 @@ async fn frozen_past_the_lease_debits_once(
     let lease_ms = 1000;
     let first = start_on(store, 600, Some(lease_ms)).await;
     let second = start_on(store, 0, Some(lease_ms)).await;
-    let client = reqwest::Client::new();
     let in_flight = {
-        let (client, url, account) = (client.clone(), first.url.clone(), account.to_owned());
-        tokio::spawn(async move { debit_of(&client, &url, &account, "frozen-1", 100).await })
+        let (url, account) = (first.url.clone(), account.to_owned());
+        tokio::spawn(async move { payments(&url).try_debit(&account, "frozen-1", 100).await })
     };
     claimed.await;
     signal(&first, "STOP");
     // A renewal just before the freeze keeps the claim one lease at most.
     tokio::time::sleep(Duration::from_millis(lease_ms + 500)).await;
-    let retried = debit_of(&client, &second.url, account, "frozen-1", 100)
+    let retried = payments(&second.url)
+        .try_debit(account, "frozen-1", 100)
         .await
         .expect("retry");
     assert_eq!(retried.status(), StatusCode::CREATED, "the takeover debits");
@@ -316,7 +289,7 @@ async fn frozen_past_the_lease_debits_once(
     );
     assert!(late.text().await.expect("body").contains("lease-lost"));
     assert_eq!(
-        balance_of(&client, &second.url, account).await,
+        payments(&second.url).balance(account).await,
         9_900,
         "one debit of 100"
     );
@@ -339,4 +312,14 @@ async fn frozen_past_its_lease_then_taken_over_debits_once_on_postgres() {
         ("PG_SCHEMA", schema.clone()),
     ];
     frozen_past_the_lease_debits_once(&store, "ivy", claimed(&schema)).await;
+}
+
+/// A client of the instance at `url` whose requests give up after 10 s (a
+/// killed instance leaves them unanswered).
+fn payments(url: &str) -> Payments {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap_or_default();
+    Payments::with_client(client, url)
 }

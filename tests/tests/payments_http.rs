@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use axum::http::{header, StatusCode};
 use idem_core::{Engine, MemoryStore, Store};
-use idem_examples::payments::{router, Account, App, MemoryLedger, Receipt};
-use idem_tests::{serve, DownStore};
+use idem_examples::payments::{router, App, MemoryLedger, Receipt};
+use idem_tests::{serve, DownStore, Payments};
 
 async fn start(store: MemoryStore, delay: Duration) -> String {
     start_on(store.clone(), &store, delay).await
@@ -26,46 +26,17 @@ async fn start_on(store: impl Store, ledger: &MemoryStore, delay: Duration) -> S
     .await
 }
 
-async fn balance(client: &reqwest::Client, url: &str, account: &str) -> u64 {
-    let a: Account = client
-        .get(format!("{url}/accounts/{account}"))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("account json");
-    a.balance
-}
-
-async fn debit(
-    client: &reqwest::Client,
-    url: &str,
-    account: &str,
-    key: &str,
-    body: &str,
-) -> reqwest::Response {
-    client
-        .post(format!("{url}/accounts/{account}/debits"))
-        .header("idempotency-key", key)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body.to_owned())
-        .send()
-        .await
-        .expect("request")
-}
-
 #[tokio::test]
 async fn a_lost_answer_retried_debits_once() {
     let url = start(MemoryStore::new(), Duration::ZERO).await;
-    let c = reqwest::Client::new();
-    assert_eq!(balance(&c, &url, "alice").await, 10_000);
-    let first = debit(&c, &url, "alice", "pay-1", r#"{"amount":1000}"#).await;
+    let c = Payments::new(&url);
+    assert_eq!(c.balance("alice").await, 10_000);
+    let first = c.debit_body("alice", "pay-1", r#"{"amount":1000}"#).await;
     assert_eq!(first.status(), StatusCode::CREATED);
     let receipt: Receipt = first.json().await.expect("receipt");
     assert_eq!((receipt.amount, receipt.balance), (1000, 9000));
     // The answer was lost; the client retries with the same key.
-    let retry = debit(&c, &url, "alice", "pay-1", r#"{"amount":1000}"#).await;
+    let retry = c.debit_body("alice", "pay-1", r#"{"amount":1000}"#).await;
     assert_eq!(retry.status(), StatusCode::CREATED);
     assert_eq!(
         retry
@@ -76,24 +47,20 @@ async fn a_lost_answer_retried_debits_once() {
     );
     let replayed: Receipt = retry.json().await.expect("receipt");
     assert_eq!(replayed, receipt, "the same receipt, same debit id");
-    assert_eq!(
-        balance(&c, &url, "alice").await,
-        9_000,
-        "debited once, not twice"
-    );
+    assert_eq!(c.balance("alice").await, 9_000, "debited once, not twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_concurrent_duplicates_debit_once() {
     let url = start(MemoryStore::new(), Duration::from_millis(300)).await;
-    let c = reqwest::Client::new();
+    let c = Payments::new(&url);
     let start = Arc::new(tokio::sync::Barrier::new(64));
     let mut tasks = Vec::new();
     for _ in 0..64 {
-        let (c, url, start) = (c.clone(), url.clone(), Arc::clone(&start));
+        let (c, start) = (c.clone(), Arc::clone(&start));
         tasks.push(tokio::spawn(async move {
             start.wait().await;
-            let r = debit(&c, &url, "bob", "dup-64", r#"{"amount":1000}"#).await;
+            let r = c.debit_body("bob", "dup-64", r#"{"amount":1000}"#).await;
             let status = r.status();
             let retry_after = r.headers().get(header::RETRY_AFTER).cloned();
             let replayed = r.headers().contains_key("idempotent-replayed");
@@ -137,69 +104,79 @@ async fn sixty_four_concurrent_duplicates_debit_once() {
     }
     // The stragglers retry until they get the recorded answer.
     for _ in 0..conflicts.len() {
-        let r = debit(&c, &url, "bob", "dup-64", r#"{"amount":1000}"#).await;
+        let r = c.debit_body("bob", "dup-64", r#"{"amount":1000}"#).await;
         assert_eq!(r.status(), StatusCode::CREATED);
         assert_eq!(r.bytes().await.expect("body"), original.4);
     }
-    assert_eq!(balance(&c, &url, "bob").await, 9_000);
+    assert_eq!(c.balance("bob").await, 9_000);
 }
 
 #[tokio::test]
 async fn the_same_key_on_two_accounts_is_two_debits() {
     let url = start(MemoryStore::new(), Duration::ZERO).await;
-    let c = reqwest::Client::new();
+    let c = Payments::new(&url);
     for account in ["carol", "dave"] {
-        let r = debit(&c, &url, account, "same-key", r#"{"amount":2500}"#).await;
+        let r = c
+            .debit_body(account, "same-key", r#"{"amount":2500}"#)
+            .await;
         assert_eq!(r.status(), StatusCode::CREATED);
         assert!(!r.headers().contains_key("idempotent-replayed"));
     }
-    assert_eq!(balance(&c, &url, "carol").await, 7_500);
-    assert_eq!(balance(&c, &url, "dave").await, 7_500);
+    assert_eq!(c.balance("carol").await, 7_500);
+    assert_eq!(c.balance("dave").await, 7_500);
 }
 
 #[tokio::test]
 async fn insufficient_funds_is_recorded_and_replayed() {
     let url = start(MemoryStore::new(), Duration::ZERO).await;
-    let c = reqwest::Client::new();
-    let first = debit(&c, &url, "erin", "too-much", r#"{"amount":20000}"#).await;
+    let c = Payments::new(&url);
+    let first = c
+        .debit_body("erin", "too-much", r#"{"amount":20000}"#)
+        .await;
     assert_eq!(first.status(), StatusCode::PAYMENT_REQUIRED);
     let first_body = first.bytes().await.expect("body");
     // Money arrives in between? No: the answer for this key stays the same.
-    let again = debit(&c, &url, "erin", "too-much", r#"{"amount":20000}"#).await;
+    let again = c
+        .debit_body("erin", "too-much", r#"{"amount":20000}"#)
+        .await;
     assert_eq!(again.status(), StatusCode::PAYMENT_REQUIRED);
     assert!(again.headers().contains_key("idempotent-replayed"));
     assert_eq!(again.bytes().await.expect("body"), first_body);
-    assert_eq!(balance(&c, &url, "erin").await, 10_000);
+    assert_eq!(c.balance("erin").await, 10_000);
 }
 
 #[tokio::test]
 async fn key_length_limit_and_reencoded_body() {
     let url = start(MemoryStore::new(), Duration::ZERO).await;
-    let c = reqwest::Client::new();
+    let c = Payments::new(&url);
     let ok_key = "a".repeat(255);
-    let r = debit(&c, &url, "frank", &ok_key, r#"{"amount":100}"#).await;
+    let r = c.debit_body("frank", &ok_key, r#"{"amount":100}"#).await;
     assert_eq!(r.status(), StatusCode::CREATED);
-    let r = debit(&c, &url, "frank", &ok_key, "{\n  \"amount\" : 100\n}").await;
+    let r = c
+        .debit_body("frank", &ok_key, "{\n  \"amount\" : 100\n}")
+        .await;
     assert_eq!(r.status(), StatusCode::CREATED);
     assert!(
         r.headers().contains_key("idempotent-replayed"),
         "a re-encoded body is the same request"
     );
-    let r = debit(&c, &url, "frank", &"a".repeat(256), r#"{"amount":100}"#).await;
+    let r = c
+        .debit_body("frank", &"a".repeat(256), r#"{"amount":100}"#)
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    let r = debit(&c, &url, "frank", &ok_key, r#"{"amount":101}"#).await;
+    let r = c.debit_body("frank", &ok_key, r#"{"amount":101}"#).await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(balance(&c, &url, "frank").await, 9_900);
+    assert_eq!(c.balance("frank").await, 9_900);
 }
 
 #[tokio::test]
 async fn a_store_that_fails_gives_503_and_no_debit() {
     let url = start_on(DownStore, &MemoryStore::new(), Duration::ZERO).await;
-    let c = reqwest::Client::new();
-    let r = debit(&c, &url, "gina", "down", r#"{"amount":1000}"#).await;
+    let c = Payments::new(&url);
+    let r = c.debit_body("gina", "down", r#"{"amount":1000}"#).await;
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(r.headers().contains_key(header::RETRY_AFTER));
-    assert_eq!(balance(&c, &url, "gina").await, 10_000);
+    assert_eq!(c.balance("gina").await, 10_000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,15 +189,17 @@ async fn concurrent_debits_on_different_keys_get_different_debit_ids() {
         .clock(idem_core::memory::ManualClock::new(1_700_000_000_000_000))
         .build();
     let url = start(frozen, Duration::ZERO).await;
-    let c = reqwest::Client::new();
+    let c = Payments::new(&url);
     let gate = Arc::new(tokio::sync::Semaphore::new(32));
     let mut tasks = Vec::new();
     for i in 0..500 {
-        let (c, url, gate) = (c.clone(), url.clone(), Arc::clone(&gate));
+        let (c, gate) = (c.clone(), Arc::clone(&gate));
         tasks.push(tokio::spawn(async move {
             let _slot = gate.acquire_owned().await.expect("semaphore");
             let account = format!("many{}", i % 8);
-            let r = debit(&c, &url, &account, &format!("k-{i}"), r#"{"amount":1}"#).await;
+            let r = c
+                .debit_body(&account, &format!("k-{i}"), r#"{"amount":1}"#)
+                .await;
             assert_eq!(r.status(), StatusCode::CREATED);
             r.json::<Receipt>().await.expect("receipt").debit_id
         }));
@@ -333,22 +312,18 @@ async fn every_error_is_problem_json_with_its_own_type() {
         types.insert(got.1);
     }
     // The reused key's 422 is told apart from a bad body's 422 by its type.
-    let c = reqwest::Client::new();
+    let c = Payments::new(&url);
     assert_eq!(
-        debit(&c, &url, "erin", "reuse", r#"{"amount":5}"#)
+        c.debit_body("erin", "reuse", r#"{"amount":5}"#)
             .await
             .status(),
         StatusCode::CREATED
     );
-    let reused = debit(&c, &url, "erin", "reuse", r#"{"amount":6}"#).await;
+    let reused = c.debit_body("erin", "reuse", r#"{"amount":6}"#).await;
     assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let problem: serde_json::Value = reused.json().await.expect("problem");
     assert!(types.insert(problem["type"].as_str().unwrap_or_default().to_owned()));
-    assert_eq!(
-        balance(&c, &url, "erin").await,
-        9_995,
-        "only the one good debit"
-    );
+    assert_eq!(c.balance("erin").await, 9_995, "only the one good debit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

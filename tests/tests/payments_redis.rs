@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use axum::http::{header, StatusCode};
 use idem_core::Engine;
-use idem_examples::payments::{router, Account, App, RedisLedger};
+use idem_examples::payments::{router, App, RedisLedger};
 use idem_redis::RedisStore;
-use idem_tests::{redis_url, serve, unique_prefix};
+use idem_tests::{redis_url, serve, unique_prefix, Payments};
 
 async fn instance(prefix: &str, delay: Duration, replay_cache: bool) -> String {
     let store = RedisStore::connect(&redis_url())
@@ -32,17 +32,6 @@ async fn instance(prefix: &str, delay: Duration, replay_cache: bool) -> String {
         provider: None,
     }))
     .await
-}
-
-/// The one debit every request here repeats.
-async fn debit(c: &reqwest::Client, url: &str) -> reqwest::Response {
-    c.post(format!("{url}/accounts/zoe/debits"))
-        .header("idempotency-key", "shared-64")
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(r#"{"amount":1000}"#)
-        .send()
-        .await
-        .expect("request")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,21 +66,13 @@ async fn with_replay_caches_retries_answer_redis_s_bytes_and_debit_once() {
     }
     let c = reqwest::Client::new();
     for url in [&a, &b] {
-        assert_eq!(balance(&c, url).await, 9_000);
+        assert_eq!(
+            Payments::with_client(c.clone(), url.as_str())
+                .balance("zoe")
+                .await,
+            9_000
+        );
     }
-}
-
-/// Zoe's balance as the instance at `url` answers it.
-async fn balance(c: &reqwest::Client, url: &str) -> u64 {
-    let account: Account = c
-        .get(format!("{url}/accounts/zoe"))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
-    account.balance
 }
 
 /// The debit's retry over a plain HTTP/1.1 connection: the answer's bytes,
@@ -129,7 +110,9 @@ async fn sixty_four_duplicates_debit_once(a: &str, b: &str) {
         let (c, start) = (c.clone(), Arc::clone(&start));
         tasks.push(tokio::spawn(async move {
             start.wait().await;
-            let r = debit(&c, &url).await;
+            let r = Payments::with_client(c, &url)
+                .debit("zoe", "shared-64", 1000)
+                .await;
             let replayed = r.headers().contains_key("idempotent-replayed");
             let retry_after = r.headers().contains_key(header::RETRY_AFTER);
             (
@@ -157,9 +140,16 @@ async fn sixty_four_duplicates_debit_once(a: &str, b: &str) {
     );
     // Each instance replays the one receipt, and both see one debit.
     for url in [&a, &b] {
-        let r = debit(&c, url).await;
+        let r = Payments::with_client(c.clone(), url.as_str())
+            .debit("zoe", "shared-64", 1000)
+            .await;
         assert_eq!(r.status(), StatusCode::CREATED);
         assert_eq!(r.bytes().await.expect("body"), originals[0]);
-        assert_eq!(balance(&c, url).await, 9_000);
+        assert_eq!(
+            Payments::with_client(c.clone(), url.as_str())
+                .balance("zoe")
+                .await,
+            9_000
+        );
     }
 }

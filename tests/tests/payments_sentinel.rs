@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::Engine;
-use idem_examples::payments::{router, Account, App, RedisLedger};
+use idem_examples::payments::{router, App, RedisLedger};
 use idem_redis::RedisStore;
 use idem_tests::sentinel::{PrivateSentinels, SERVICE};
-use idem_tests::{serve, Server};
+use idem_tests::{serve, Payments, Server};
 
 const DEBITS: u64 = 40;
 
@@ -65,18 +65,6 @@ async fn debit_until_acknowledged(client: reqwest::Client, url: String, n: u64) 
     }
 }
 
-async fn balance(client: &reqwest::Client, url: &str) -> u64 {
-    loop {
-        if let Ok(answer) = client.get(format!("{url}/accounts/fo")).send().await {
-            if answer.status().is_success() {
-                let account: Account = answer.json().await.expect("an account");
-                return account.balance;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn a_failover_under_load_loses_no_debit_and_doubles_none(server: Server) {
     let mut topology = PrivateSentinels::start_on(server);
     let url = payments(&topology).await;
@@ -84,7 +72,9 @@ async fn a_failover_under_load_loses_no_debit_and_doubles_none(server: Server) {
         .timeout(Duration::from_secs(5))
         .build()
         .expect("client");
-    let opening = balance(&client, &url).await;
+    let opening = Payments::with_client(client.clone(), url.as_str())
+        .balance_when_up("fo", Duration::from_mins(1))
+        .await;
 
     let acknowledged = Arc::new(AtomicUsize::new(0));
     let debits: Vec<_> = (1..=DEBITS)
@@ -120,7 +110,9 @@ async fn a_failover_under_load_loses_no_debit_and_doubles_none(server: Server) {
 
     let debited: u64 = (1..=DEBITS).sum();
     assert_eq!(
-        balance(&client, &url).await,
+        Payments::with_client(client.clone(), url.as_str())
+            .balance_when_up("fo", Duration::from_mins(1))
+            .await,
         opening - debited,
         "every acknowledged debit once: none lost with the old primary, none run twice"
     );

@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use idem_core::{Engine, Policy};
 use idem_examples::payments::{router, App, PgLedger};
-use idem_tests::{serve, store_through, PrivatePgBouncer};
+use idem_tests::{serve, store_through, Payments, PrivatePgBouncer};
 use serde_json::Value;
 
 idem_core::store_conformance_tests!(idem_tests::pgbouncer_store);
@@ -44,41 +44,13 @@ async fn payments_through(
     (url, store)
 }
 
-async fn debit(
-    client: &reqwest::Client,
-    url: &str,
-    account: &str,
-    key: &str,
-) -> Result<(StatusCode, Value), reqwest::Error> {
-    let r = client
-        .post(format!("{url}/accounts/{account}/debits"))
-        .header("idempotency-key", key)
-        .header("content-type", "application/json")
-        .body(r#"{"amount":100}"#)
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await?;
-    Ok((r.status(), r.json().await.unwrap_or(Value::Null)))
-}
-
-async fn balance(client: &reqwest::Client, url: &str, account: &str) -> Value {
-    client
-        .get(format!("{url}/accounts/{account}"))
-        .send()
-        .await
-        .expect("balance")
-        .json::<Value>()
-        .await
-        .expect("json")["balance"]
-        .clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_pgbouncer_64_duplicates_debit_once_and_a_retry_replays_the_receipt() {
     let (url, _store) = payments_through(&idem_tests::pgbouncer_url(), Duration::ZERO).await;
-    let client = reqwest::Client::new();
+    let client = payments(&url);
     let answers =
-        futures_util::future::join_all((0..64).map(|_| debit(&client, &url, "ann", "dup-1"))).await;
+        futures_util::future::join_all((0..64).map(|_| client.try_debit_json("ann", "dup-1", 100)))
+            .await;
     let mut receipts = Vec::new();
     for answer in answers {
         let (status, body) = answer.expect("an answer");
@@ -92,10 +64,13 @@ async fn through_pgbouncer_64_duplicates_debit_once_and_a_retry_replays_the_rece
     }
     receipts.dedup();
     assert_eq!(receipts.len(), 1, "one receipt: {receipts:?}");
-    let (status, retry) = debit(&client, &url, "ann", "dup-1").await.expect("retry");
+    let (status, retry) = client
+        .try_debit_json("ann", "dup-1", 100)
+        .await
+        .expect("retry");
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(retry["debit_id"], receipts[0]);
-    assert_eq!(balance(&client, &url, "ann").await, 9900);
+    assert_eq!(client.balance("ann").await, 9900);
 }
 
 /// Every logical debit is retried with its key until it gets a final
@@ -108,8 +83,9 @@ async fn through_pgbouncer_64_duplicates_debit_once_and_a_retry_replays_the_rece
 async fn a_pgbouncer_killed_and_restarted_mid_load_loses_no_debit_and_doubles_none() {
     let mut bouncer = PrivatePgBouncer::start();
     let (url, store) = payments_through(&bouncer.url(), Duration::from_millis(100)).await;
-    let client = reqwest::Client::new();
-    let (status, _) = debit(&client, &url, "bea", "opening")
+    let client = payments(&url);
+    let (status, _) = client
+        .try_debit_json("bea", "opening", 100)
         .await
         .expect("opening debit");
     assert_eq!(status, StatusCode::CREATED);
@@ -124,19 +100,19 @@ async fn a_pgbouncer_killed_and_restarted_mid_load_loses_no_debit_and_doubles_no
     .await
     .expect("lock bea");
     let load = {
-        let (url, client) = (url.clone(), client.clone());
+        let client = client.clone();
         tokio::spawn(async move {
             let mut receipts: BTreeMap<String, Vec<Value>> = BTreeMap::new();
             let mut unavailable = 0;
             for batch in 0..KEYS / 6 {
                 let keys: Vec<String> = (0..6).map(|i| format!("restart-{batch}-{i}")).collect();
                 let done = futures_util::future::join_all(keys.iter().map(|key| {
-                    let (url, client) = (url.clone(), client.clone());
+                    let client = client.clone();
                     async move {
                         let mut seen = Vec::new();
                         let mut refused = 0;
                         for _ in 0..200 {
-                            match debit(&client, &url, "bea", key).await {
+                            match client.try_debit_json("bea", key, 100).await {
                                 Ok((StatusCode::CREATED, body)) => {
                                     seen.push(body["debit_id"].clone());
                                     return (seen, refused);
@@ -179,14 +155,26 @@ async fn a_pgbouncer_killed_and_restarted_mid_load_loses_no_debit_and_doubles_no
     // Each key's retries after the first success replay the same receipt.
     for (key, seen) in &receipts {
         assert_eq!(seen.len(), 1, "{key}: {seen:?}");
-        let (status, again) = debit(&client, &url, "bea", key).await.expect("replay");
+        let (status, again) = client
+            .try_debit_json("bea", key, 100)
+            .await
+            .expect("replay");
         assert_eq!(status, StatusCode::CREATED);
         assert_eq!(&again["debit_id"], &seen[0], "{key}");
     }
     assert_eq!(
-        balance(&client, &url, "bea").await,
+        client.balance("bea").await,
         10_000 - 100 * (u64::try_from(KEYS).unwrap_or(0) + 1),
         "each of {KEYS} debits once ({unavailable} attempts answered while PgBouncer was down)"
     );
     assert!(unavailable > 0, "the restarts happened while debits ran");
+}
+
+/// A client of the instance at `url` whose requests give up after 5 s.
+fn payments(url: &str) -> Payments {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap_or_default();
+    Payments::with_client(client, url)
 }

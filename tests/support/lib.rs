@@ -7,8 +7,8 @@
 //! replication proxy (`replication_proxy`) topologies on Redis or Valkey
 //! (`server`), PostgreSQL
 //! (`postgres`) and PgBouncer (`pgbouncer`), MariaDB (`mysql`, and one of a test's own: `private_mariadb`), and free ports and waiting for
-//! servers (`ports`), and consumer processes of the order examples
-//! (`worker`).
+//! servers (`ports`), consumer processes of the order examples
+//! (`worker`), and a client of the payments example (`payments`).
 
 mod alive_tasks;
 pub mod brokers;
@@ -20,6 +20,7 @@ pub mod fault_proxy;
 pub mod guide;
 mod hang_up;
 mod mysql;
+mod payments;
 mod pgbouncer;
 mod ports;
 mod postgres;
@@ -37,6 +38,7 @@ pub use claims::{call, claim, until_claimed, wait_until_expired, wait_until_forg
 pub use fake_stores::{DownStore, RenewalsFail, SlowBegin};
 pub use hang_up::{debit_request, send_and_hang_up, HangUp};
 pub use mysql::{mysql_pool, mysql_store, mysql_store_on, mysql_url, unique_table};
+pub use payments::{payments_on_memory, Payments};
 pub use pgbouncer::{
     pgbouncer_store, pgbouncer_url, pool_through, store_through, PrivatePgBouncer,
 };
