@@ -12,37 +12,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idem_core::{
-    async_trait, Begin, Call, Engine, Fingerprint, IdempotencyKey, Lease, MemoryStore, Never,
-    OnInFlight, Outcome, RecordId, Store, StoreError,
+    Call, Engine, Fingerprint, IdempotencyKey, MemoryStore, Never, OnInFlight, RecordId, Store,
 };
+use idem_tests::{Hooked, Hooks};
 
-/// A store that cannot wake: the engine polls it.
-struct Polled<S>(S);
+/// Hooks that make a store one that cannot wake: the engine polls it.
+struct Polled;
 
-#[async_trait]
-impl<S: Store> Store for Polled<S> {
-    async fn begin(
-        &self,
-        id: &RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.0.begin(id, fp, lease).await
-    }
-    async fn complete(
-        &self,
-        id: &RecordId,
-        l: &Lease,
-        o: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.0.complete(id, l, o, ttl).await
-    }
-    async fn release(&self, id: &RecordId, l: &Lease) -> Result<(), StoreError> {
-        self.0.release(id, l).await
-    }
-    async fn renew(&self, id: &RecordId, l: &Lease, d: Duration) -> Result<Lease, StoreError> {
-        self.0.renew(id, l, d).await
+impl Hooks for Polled {
+    fn wakes(&self) -> bool {
+        false
     }
 }
 
@@ -111,7 +90,7 @@ fn main() {
         pair(
             "memory",
             Engine::new(MemoryStore::new()),
-            Engine::new(Polled(MemoryStore::new())),
+            Engine::new(Hooked::new(Arc::new(MemoryStore::new()), Polled)),
         )
         .await;
         let woken = idem_tests::pg_store().await;
@@ -121,7 +100,7 @@ fn main() {
                 .changed(&RecordId::from_bytes([7; 32]), Duration::from_millis(50))
                 .await;
         }
-        let polled = Polled(idem_tests::pg_store().await);
+        let polled = Hooked::new(Arc::new(idem_tests::pg_store().await), Polled);
         pair("postgres", Engine::new(woken), Engine::new(polled)).await;
         let redis = || async {
             idem_redis::RedisStore::connect(&idem_tests::redis_url())
@@ -138,7 +117,7 @@ fn main() {
         pair(
             "redis",
             Engine::new(woken),
-            Engine::new(Polled(redis().await)),
+            Engine::new(Hooked::new(Arc::new(redis().await), Polled)),
         )
         .await;
         // MariaDB has no LISTEN: the store wakes waiters of its own process
@@ -147,7 +126,10 @@ fn main() {
         pair(
             "mariadb",
             Engine::new(idem_tests::mysql_store().await),
-            Engine::new(Polled(idem_tests::mysql_store().await)),
+            Engine::new(Hooked::new(
+                Arc::new(idem_tests::mysql_store().await),
+                Polled,
+            )),
         )
         .await;
     });

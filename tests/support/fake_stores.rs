@@ -1,12 +1,15 @@
-//! Stores that fail the way real ones do: one whose backend is down, one
-//! whose begins are slow, one whose renewals never get through.
+//! Stores that fail the way real ones do: one whose backend is down, and,
+//! through the one forwarding wrapper (`Hooked`), one whose begins are
+//! slow and one whose renewals never get through.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{
-    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
-    StoreError,
-};
+use idem_core::{async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, Store, StoreError};
+
+use crate::hooked_store::{Hooked, Hooks, Transition};
 
 /// A store whose backend cannot be reached: every call fails as a real
 /// client's would on a refused connection.
@@ -42,111 +45,80 @@ impl Store for DownStore {
     }
 }
 
-/// A store that counts its begins and can answer each of them late (a store
-/// across a slow network, or under load, so that a client can give up while
-/// its claim is being taken); everything else goes straight to `inner`.
-pub struct SlowBegin<S> {
-    inner: S,
+/// Hooks that count begins and answer each of them `by` late (a store
+/// across a slow network, or under load, so that a client can give up
+/// while its claim is being taken).
+#[derive(Debug, Default)]
+pub struct LateBegins {
     by: Duration,
-    begins: std::sync::atomic::AtomicUsize,
+    begins: AtomicUsize,
 }
 
-impl<S> SlowBegin<S> {
-    /// Begins answer `by` late (`Duration::ZERO`: only counted).
-    pub fn new(inner: S, by: Duration) -> Self {
-        Self {
-            inner,
-            by,
-            begins: std::sync::atomic::AtomicUsize::new(0),
-        }
-    }
-
-    /// How many begins were asked.
-    pub fn begins(&self) -> usize {
-        self.begins.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-#[async_trait]
-impl<S: Store> Store for SlowBegin<S> {
-    async fn begin(
+impl Hooks for LateBegins {
+    async fn around<T: Send>(
         &self,
-        id: &RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.begins
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let begun = self.inner.begin(id, fp, lease).await;
+        transition: Transition<'_>,
+        forward: impl Future<Output = Result<T, StoreError>> + Send,
+    ) -> Result<T, StoreError> {
+        if !matches!(transition, Transition::Begin(_)) {
+            return forward.await;
+        }
+        self.begins.fetch_add(1, Ordering::SeqCst);
+        let begun = forward.await;
         if !self.by.is_zero() {
             tokio::time::sleep(self.by).await;
         }
         begun
     }
-    async fn complete(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.inner.complete(id, lease, outcome, ttl).await
+}
+
+/// A store whose begins are counted and answered late; everything else
+/// goes straight to the store underneath.
+pub type SlowBegin = Hooked<LateBegins>;
+
+impl Hooked<LateBegins> {
+    /// `inner`, its begins answered `by` late (`Duration::ZERO`: only
+    /// counted).
+    pub fn slow_begins(inner: impl Store, by: Duration) -> Self {
+        let hooks = LateBegins {
+            by,
+            begins: AtomicUsize::new(0),
+        };
+        Hooked::new(Arc::new(inner), hooks)
     }
-    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        self.inner.release(id, lease).await
-    }
-    async fn renew(&self, id: &RecordId, lease: &Lease, by: Duration) -> Result<Lease, StoreError> {
-        self.inner.renew(id, lease, by).await
-    }
-    fn wakes(&self) -> bool {
-        self.inner.wakes()
-    }
-    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
-        self.inner.changed(id, within).await
-    }
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
-        self.inner.inspect(id).await
-    }
-    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
-        self.inner.remove(id, force).await
+
+    /// How many begins were asked.
+    pub fn begins(&self) -> usize {
+        self.hooks().begins.load(Ordering::SeqCst)
     }
 }
 
-/// A store whose renewals never get through, for a holder that stalls: a
-/// frozen process, a partition from the store. Its lease ends while it
-/// works, and another attempt can take the record over; everything else
-/// goes to `inner`.
-pub struct RenewalsFail(pub std::sync::Arc<dyn Store>);
+/// Hooks under which renewals never get through, for a holder that stalls:
+/// a frozen process, a partition from the store.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoRenewals;
 
-#[async_trait]
-impl Store for RenewalsFail {
-    async fn begin(
+impl Hooks for NoRenewals {
+    async fn around<T: Send>(
         &self,
-        id: &RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.0.begin(id, fp, lease).await
+        transition: Transition<'_>,
+        forward: impl Future<Output = Result<T, StoreError>> + Send,
+    ) -> Result<T, StoreError> {
+        match transition {
+            Transition::Renew(..) => Err(refused("renewal (the holder is stalled)")),
+            _ => forward.await,
+        }
     }
-    async fn complete(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.0.complete(id, lease, outcome, ttl).await
-    }
-    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        self.0.release(id, lease).await
-    }
-    async fn renew(&self, _: &RecordId, _: &Lease, _: Duration) -> Result<Lease, StoreError> {
-        Err(refused("renewal (the holder is stalled)"))
-    }
-    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
-        self.0.remove(id, force).await
+}
+
+/// A store whose renewals never get through: its holder's lease ends while
+/// it works, and another attempt can take the record over; everything
+/// else goes to the store underneath.
+pub type RenewalsFail = Hooked<NoRenewals>;
+
+impl Hooked<NoRenewals> {
+    /// `inner`, its renewals cut off.
+    pub fn renewals_fail(inner: Arc<dyn Store>) -> Self {
+        Hooked::new(inner, NoRenewals)
     }
 }

@@ -19,6 +19,7 @@ pub mod fault_proxy;
 #[cfg(doctest)]
 pub mod guide;
 mod hang_up;
+mod hooked_store;
 mod mysql;
 mod payments;
 mod pgbouncer;
@@ -35,8 +36,9 @@ mod worker;
 
 pub use alive_tasks::{alive_tasks, alive_tasks_after};
 pub use claims::{call, claim, until_claimed, wait_until_expired, wait_until_forgotten};
-pub use fake_stores::{DownStore, RenewalsFail, SlowBegin};
+pub use fake_stores::{DownStore, LateBegins, NoRenewals, RenewalsFail, SlowBegin};
 pub use hang_up::{debit_request, send_and_hang_up, HangUp};
+pub use hooked_store::{Hooked, Hooks, Transition};
 pub use mysql::{mysql_pool, mysql_store, mysql_store_on, mysql_url, unique_table};
 pub use payments::{payments_on_memory, Payments};
 pub use pgbouncer::{

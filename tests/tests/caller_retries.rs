@@ -267,8 +267,10 @@ async fn a_holder_frozen_after_its_downstream_debit_and_taken_over_debits_downst
     let lease = Duration::from_millis(300);
     let records: Arc<dyn idem_core::Store> = Arc::new(MemoryStore::new());
     let policy = idem_core::Policy::default().lease(lease);
-    let stalling = Engine::from_arc(Arc::new(idem_tests::RenewalsFail(Arc::clone(&records))))
-        .with_policy(policy);
+    let stalling = Engine::from_arc(Arc::new(idem_tests::RenewalsFail::renewals_fail(
+        Arc::clone(&records),
+    )))
+    .with_policy(policy);
     let other = Engine::from_arc(records).with_policy(policy);
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
         .with(IdempotencyMiddleware::new().propagate(true))

@@ -155,8 +155,10 @@ async fn a_holder_frozen_after_its_grpc_debit_and_taken_over_debits_once() {
     let lease = Duration::from_millis(300);
     let records: Arc<dyn idem_core::Store> = Arc::new(MemoryStore::new());
     let policy = Policy::default().lease(lease);
-    let stalling = Engine::from_arc(Arc::new(idem_tests::RenewalsFail(Arc::clone(&records))))
-        .with_policy(policy);
+    let stalling = Engine::from_arc(Arc::new(idem_tests::RenewalsFail::renewals_fail(
+        Arc::clone(&records),
+    )))
+    .with_policy(policy);
     let other = Engine::from_arc(records).with_policy(policy);
     let first = {
         let client = client.clone();

@@ -9,6 +9,7 @@ use idem_core::{
     Begin, Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, MemoryStore, OnInFlight,
     Policy, Ran, Scope, Store,
 };
+use idem_tests::{Hooked, Hooks, Transition};
 use serde::{Deserialize, Serialize};
 
 fn call(key: &str, input: &serde_json::Value) -> Call {
@@ -275,10 +276,13 @@ async fn worker_that_gives_up_while_the_claim_is_taken_leaves_the_key_free_at_on
     // before it arrives. Nothing ran, so the key must not stay claimed for
     // the 60 s lease.
     let memory = MemoryStore::new();
-    let store = Arc::new(Faulty {
-        begin_answer_delay: Duration::from_millis(200),
-        ..Faulty::new(memory.clone())
-    });
+    let store = Arc::new(
+        Faults {
+            begin_answer_delay: Duration::from_millis(200),
+            ..Faults::new()
+        }
+        .on(memory.clone()),
+    );
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let runs = Arc::new(AtomicUsize::new(0));
@@ -302,10 +306,13 @@ async fn worker_that_gives_up_while_a_timed_out_charge_is_released_leaves_the_ke
     // The carrier timed out (nothing was charged); the worker's own timeout
     // fires while the engine is still releasing the claim on a slow store.
     let memory = MemoryStore::new();
-    let store = Arc::new(Faulty {
-        release_delay: Duration::from_millis(200),
-        ..Faulty::new(memory.clone())
-    });
+    let store = Arc::new(
+        Faults {
+            release_delay: Duration::from_millis(200),
+            ..Faults::new()
+        }
+        .on(memory.clone()),
+    );
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let c = call("gives-up-during-release", &serde_json::json!("x"));
@@ -330,10 +337,13 @@ async fn a_release_the_store_refuses_for_a_while_is_retried_until_the_key_is_fre
     // The provider timed out (a transient failure: nothing was charged), and
     // the store is briefly unreachable when the engine releases the claim.
     let memory = MemoryStore::new();
-    let store = Arc::new(Faulty {
-        failing_releases: AtomicUsize::new(3),
-        ..Faulty::new(memory.clone())
-    });
+    let store = Arc::new(
+        Faults {
+            failing_releases: AtomicUsize::new(3),
+            ..Faults::new()
+        }
+        .on(memory.clone()),
+    );
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let c = call("release-blip", &serde_json::json!("x"));
@@ -349,7 +359,7 @@ async fn a_release_the_store_refuses_for_a_while_is_retried_until_the_key_is_fre
         freed,
         "the release must be retried in the background, not left to the 60 s lease"
     );
-    assert!(store.releases.load(Ordering::SeqCst) >= 4);
+    assert!(store.hooks().releases.load(Ordering::SeqCst) >= 4);
 }
 
 /// An operation that works for most of its lease before it first yields
@@ -443,10 +453,13 @@ async fn lease_renewal_keeps_a_slow_operation_exclusive() {
 async fn holder_that_lost_its_lease_is_fenced_and_changes_nothing() {
     let store = MemoryStore::new();
     let lease = Duration::from_millis(150);
-    let cut_off = Engine::new(Faulty {
-        renewals_cut_off: true,
-        ..Faulty::new(store.clone())
-    })
+    let cut_off = Engine::new(
+        Faults {
+            renewals_cut_off: true,
+            ..Faults::new()
+        }
+        .on(store.clone()),
+    )
     .with_policy(Policy::default().lease(lease));
     let healthy =
         Engine::new(store.clone()).with_policy(Policy::default().lease(Duration::from_secs(30)));
@@ -613,12 +626,12 @@ async fn wait_until_acquirable(store: &MemoryStore, c: &Call, within: Duration) 
     false
 }
 
-/// Delegates to a real `MemoryStore`, with faults: renewals that never reach
-/// it (an instance cut off from the store, or frozen in a pause), and a
-/// number of completions that find it unreachable (a short outage or a
-/// failover).
-struct Faulty {
-    inner: MemoryStore,
+/// Faults around a real `MemoryStore` (through the tests' one forwarding
+/// store, `Hooked`): renewals that never reach it (an instance cut off from
+/// the store, or frozen in a pause), a number of completions and releases
+/// that find it unreachable (a short outage or a failover), and answers
+/// that come late.
+struct Faults {
     renewals_cut_off: bool,
     failing_completions: AtomicUsize,
     completions: AtomicUsize,
@@ -630,10 +643,9 @@ struct Faulty {
     release_delay: Duration,
 }
 
-impl Faulty {
-    fn new(inner: MemoryStore) -> Self {
+impl Faults {
+    fn new() -> Self {
         Self {
-            inner,
             renewals_cut_off: false,
             failing_completions: AtomicUsize::new(0),
             completions: AtomicUsize::new(0),
@@ -643,83 +655,74 @@ impl Faulty {
             release_delay: Duration::ZERO,
         }
     }
-}
 
-#[idem_core::async_trait]
-impl Store for Faulty {
-    async fn begin(
-        &self,
-        id: &idem_core::RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, idem_core::StoreError> {
-        let answer = self.inner.begin(id, fp, lease).await;
-        if !self.begin_answer_delay.is_zero() {
-            tokio::time::sleep(self.begin_answer_delay).await;
-        }
-        answer
-    }
-    async fn complete(
-        &self,
-        id: &idem_core::RecordId,
-        lease: &idem_core::Lease,
-        o: &idem_core::Outcome,
-        ttl: Duration,
-    ) -> Result<(), idem_core::StoreError> {
-        self.completions.fetch_add(1, Ordering::SeqCst);
-        let down = self
-            .failing_completions
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if down {
-            return Err(idem_core::StoreError::unavailable(
-                "complete",
-                "connection refused",
-            ));
-        }
-        self.inner.complete(id, lease, o, ttl).await
-    }
-    async fn release(
-        &self,
-        id: &idem_core::RecordId,
-        lease: &idem_core::Lease,
-    ) -> Result<(), idem_core::StoreError> {
-        self.releases.fetch_add(1, Ordering::SeqCst);
-        if !self.release_delay.is_zero() {
-            tokio::time::sleep(self.release_delay).await;
-        }
-        let down = self
-            .failing_releases
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if down {
-            return Err(idem_core::StoreError::unavailable(
-                "release",
-                "connection refused",
-            ));
-        }
-        self.inner.release(id, lease).await
-    }
-    async fn renew(
-        &self,
-        id: &idem_core::RecordId,
-        lease: &idem_core::Lease,
-        d: Duration,
-    ) -> Result<idem_core::Lease, idem_core::StoreError> {
-        if self.renewals_cut_off {
-            return Err(idem_core::StoreError::unavailable("renew", "cut off"));
-        }
-        self.inner.renew(id, lease, d).await
+    /// `memory` with these faults.
+    fn on(self, memory: MemoryStore) -> Hooked<Faults> {
+        Hooked::new(Arc::new(memory), self)
     }
 }
 
-/// An engine (30 s lease) over a `Faulty` store whose next `failing`
+/// Takes one from `left` if any is left: whether this call fails.
+fn fails(left: &AtomicUsize) -> bool {
+    left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+impl Hooks for Faults {
+    async fn around<T: Send>(
+        &self,
+        transition: Transition<'_>,
+        forward: impl std::future::Future<Output = Result<T, idem_core::StoreError>> + Send,
+    ) -> Result<T, idem_core::StoreError> {
+        let refused = |what| {
+            Err(idem_core::StoreError::unavailable(
+                what,
+                "connection refused",
+            ))
+        };
+        match transition {
+            Transition::Begin(_) => {
+                let answer = forward.await;
+                if !self.begin_answer_delay.is_zero() {
+                    tokio::time::sleep(self.begin_answer_delay).await;
+                }
+                answer
+            }
+            Transition::Complete(..) => {
+                self.completions.fetch_add(1, Ordering::SeqCst);
+                if fails(&self.failing_completions) {
+                    return refused("complete");
+                }
+                forward.await
+            }
+            Transition::Release(..) => {
+                self.releases.fetch_add(1, Ordering::SeqCst);
+                if !self.release_delay.is_zero() {
+                    tokio::time::sleep(self.release_delay).await;
+                }
+                if fails(&self.failing_releases) {
+                    return refused("release");
+                }
+                forward.await
+            }
+            Transition::Renew(..) if self.renewals_cut_off => {
+                Err(idem_core::StoreError::unavailable("renew", "cut off"))
+            }
+            Transition::Renew(..) => forward.await,
+        }
+    }
+}
+
+/// An engine (30 s lease) over a store whose next `failing`
 /// completions find it unreachable.
-fn engine_with_failing_completions(failing: usize) -> (Engine, Arc<Faulty>) {
-    let store = Arc::new(Faulty {
-        failing_completions: AtomicUsize::new(failing),
-        ..Faulty::new(MemoryStore::new())
-    });
+fn engine_with_failing_completions(failing: usize) -> (Engine, Arc<Hooked<Faults>>) {
+    let store = Arc::new(
+        Faults {
+            failing_completions: AtomicUsize::new(failing),
+            ..Faults::new()
+        }
+        .on(MemoryStore::new()),
+    );
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_secs(30)));
     (engine, store)
@@ -759,7 +762,7 @@ async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_t
         .await
         .expect("the operation ran and answered although its record was not written yet");
     assert_eq!(first, Ran::Executed("charge-0".to_owned()));
-    let in_line = store.completions.load(Ordering::SeqCst);
+    let in_line = store.hooks().completions.load(Ordering::SeqCst);
     assert!(
         in_line < 8,
         "the answer must not wait for the outage to end ({in_line} attempts before answering)"
@@ -768,7 +771,7 @@ async fn result_is_recorded_in_the_background_when_the_store_comes_back_within_t
     let replayed = replay_once_recorded(&engine, &c, &runs).await;
     assert_eq!(replayed, "charge-0", "the retry gets the first charge back");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the charge ran once");
-    assert!(store.completions.load(Ordering::SeqCst) >= 9);
+    assert!(store.hooks().completions.load(Ordering::SeqCst) >= 9);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

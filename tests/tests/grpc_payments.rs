@@ -392,7 +392,7 @@ async fn a_client_whose_deadline_passes_before_its_debit_starts_is_not_debited_a
     // 100 ms: it passes while the claim is being taken.
     let records = MemoryStore::new();
     let ledger = Arc::new(MemoryLedger::new(&records));
-    let slow = SlowBegin::new(records, Duration::from_millis(400));
+    let slow = SlowBegin::slow_begins(records, Duration::from_millis(400));
     let mut client = start(slow, ledger.clone(), Duration::ZERO).await;
     debit_past_its_deadline(
         &mut client,

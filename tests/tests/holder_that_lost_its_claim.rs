@@ -162,7 +162,7 @@ async fn record_force_removed_mid_debit(store: Arc<dyn Store>, url: String) {
 /// Two instances on `store`, the first stalling, and the stall story.
 async fn stalled_and_taken_over(store: Arc<dyn Store>, ledger: Arc<dyn Ledger>) {
     let stalling = instance(
-        Arc::new(RenewalsFail(Arc::clone(&store))),
+        Arc::new(RenewalsFail::renewals_fail(Arc::clone(&store))),
         Arc::clone(&ledger),
     )
     .await;
@@ -300,13 +300,13 @@ async fn the_provider_charges_once(
 async fn stalled_debit_taken_over_charges_the_provider_once_on_memory() {
     let records = MemoryStore::new();
     let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(&records));
-    let stalling = Arc::new(RenewalsFail(Arc::new(records.clone())));
+    let stalling = Arc::new(RenewalsFail::renewals_fail(Arc::new(records.clone())));
     the_provider_charges_once(Arc::new(records), stalling, ledger).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_debit_taken_over_charges_the_provider_once_on_redis() {
     let (store, ledger) = redis_records(&unique_prefix("provider")).await;
-    let stalling = Arc::new(RenewalsFail(Arc::new(store.clone())));
+    let stalling = Arc::new(RenewalsFail::renewals_fail(Arc::new(store.clone())));
     the_provider_charges_once(Arc::new(store), stalling, ledger).await;
 }

@@ -38,11 +38,10 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use idem_core::memory::Clock;
 use idem_core::{
-    async_trait, encode_result, Begin, Call, Engine, Error, Failure, Fingerprint, IdempotencyKey,
-    Lease, MemoryStore, Outcome, Policy, Ran, RecordId, RecordInfo, RecordInfoState, Store,
-    StoreError,
+    encode_result, Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, MemoryStore, Policy,
+    Ran, RecordInfo, RecordInfoState, Store, StoreError,
 };
-use idem_tests::RenewalsFail;
+use idem_tests::{Hooked, Hooks, RenewalsFail, Transition};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -71,9 +70,9 @@ struct Log {
     completed: Vec<u64>,
 }
 
-/// A `MemoryStore` with faults drawn from the seed.
-struct FaultyStore {
-    inner: MemoryStore,
+/// Faults drawn from the seed, around a `MemoryStore` (through the tests'
+/// one forwarding store, `Hooked`), and what the store did.
+struct SimFaults {
     clock: Arc<SimClock>,
     rng: Mutex<StdRng>,
     log: Mutex<Log>,
@@ -89,7 +88,7 @@ enum Fault {
     Slow(Duration),
 }
 
-impl FaultyStore {
+impl SimFaults {
     fn fault(&self) -> Fault {
         let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
         let roll: u32 = rng.random_range(0..100);
@@ -106,11 +105,13 @@ impl FaultyStore {
             _ => Fault::None,
         }
     }
+}
 
-    async fn apply<T>(
+impl Hooks for SimFaults {
+    async fn around<T: Send>(
         &self,
-        call: impl std::future::Future<Output = Result<T, StoreError>>,
-        on_success: impl FnOnce(&T, &mut Log),
+        transition: Transition<'_>,
+        forward: impl std::future::Future<Output = Result<T, StoreError>> + Send,
     ) -> Result<T, StoreError> {
         let fault = self.fault();
         match fault {
@@ -123,12 +124,16 @@ impl FaultyStore {
             Fault::Slow(d) => tokio::time::sleep(d).await,
             Fault::None | Fault::AnswerLost => {}
         }
-        let result = call.await;
-        if let Ok(value) = &result {
-            on_success(
-                value,
-                &mut self.log.lock().unwrap_or_else(PoisonError::into_inner),
-            );
+        let result = forward.await;
+        if result.is_ok() {
+            let mut log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
+            match transition {
+                Transition::Complete(_, lease) if !log.completed.contains(&lease.token.0) => {
+                    log.completed.push(lease.token.0);
+                }
+                Transition::Release(_, lease) => log.released.push(lease.token.0),
+                _ => {}
+            }
         }
         match fault {
             Fault::AnswerLost => Err(StoreError::unavailable(
@@ -140,54 +145,6 @@ impl FaultyStore {
     }
 }
 
-#[async_trait]
-impl Store for FaultyStore {
-    async fn begin(
-        &self,
-        id: &RecordId,
-        fingerprint: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.apply(self.inner.begin(id, fingerprint, lease), |_, _| {})
-            .await
-    }
-
-    async fn complete(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        let token = lease.token.0;
-        self.apply(self.inner.complete(id, lease, outcome, ttl), |(), log| {
-            if !log.completed.contains(&token) {
-                log.completed.push(token);
-            }
-        })
-        .await
-    }
-
-    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        let token = lease.token.0;
-        self.apply(self.inner.release(id, lease), |(), log| {
-            log.released.push(token);
-        })
-        .await
-    }
-
-    async fn renew(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        duration: Duration,
-    ) -> Result<Lease, StoreError> {
-        self.apply(self.inner.renew(id, lease, duration), |_, _| {})
-            .await
-    }
-}
-
-/// The operation's transient failure: nothing took effect.
 #[derive(Debug, Serialize, Deserialize)]
 struct Declined;
 
@@ -323,19 +280,22 @@ async fn simulate(seed: u64, mode: Mode, tally: &mut Seen) -> Result<String, Str
         start: tokio::time::Instant::now(),
         jumped: AtomicU64::new(0),
     });
-    let store = Arc::new(FaultyStore {
-        inner: MemoryStore::builder().clock(Arc::clone(&clock)).build(),
+    let memory = MemoryStore::builder().clock(Arc::clone(&clock)).build();
+    let faults = SimFaults {
         clock: Arc::clone(&clock),
         rng: Mutex::new(StdRng::seed_from_u64(seed ^ 0x5eed)),
         log: Mutex::new(Log::default()),
-    });
+    };
+    let store = Arc::new(Hooked::new(Arc::new(memory.clone()), faults));
     let engine_on =
         |store: Arc<dyn Store>| Engine::from_arc(store).with_policy(Policy::default().lease(LEASE));
     let engines: Vec<Engine> = (0..3)
         .map(|_| engine_on(Arc::clone(&store) as Arc<dyn Store>))
         .collect();
-    let stalled = engine_on(Arc::new(RenewalsFail(Arc::clone(&store) as Arc<dyn Store>)));
-    let transactions = (mode == Mode::CommittedWithRecord).then(|| store.inner.clone());
+    let stalled = engine_on(Arc::new(RenewalsFail::renewals_fail(
+        Arc::clone(&store) as Arc<dyn Store>
+    )));
+    let transactions = (mode == Mode::CommittedWithRecord).then(|| memory.clone());
     let call = Call::new(
         "sim",
         IdempotencyKey::parse("k").map_err(|e| e.to_string())?,
@@ -374,13 +334,17 @@ async fn simulate(seed: u64, mode: Mode, tally: &mut Seen) -> Result<String, Str
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     let (released, completed) = {
-        let log = store.log.lock().unwrap_or_else(PoisonError::into_inner);
+        let log = store
+            .hooks()
+            .log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         (log.released.clone(), log.completed.clone())
     };
     let recorded = match mode {
         Mode::EffectThenRecord => check_log(&effects, &released, &completed, &answers, tally)?,
         Mode::CommittedWithRecord => {
-            check_committed(&effects, &store.inner, &call, &answers, tally).await?
+            check_committed(&effects, &memory, &call, &answers, tally).await?
         }
     };
     let transcript = format!(
@@ -388,7 +352,7 @@ async fn simulate(seed: u64, mode: Mode, tally: &mut Seen) -> Result<String, Str
         answers.lock().unwrap_or_else(PoisonError::into_inner)
     );
     // A retry once everything settled, on a store without faults.
-    let final_answer = Engine::new(FaultFree(Arc::clone(&store)))
+    let final_answer = Engine::new(memory)
         .run(&call, |claim| async move {
             Ok::<_, Declined>(claim.fencing_token().0 + 1_000_000)
         })
@@ -498,36 +462,6 @@ async fn check_committed(
     tally.recorded += usize::from(recorded.is_some());
     check_replays(answers, recorded, tally)?;
     Ok(recorded)
-}
-
-/// The simulated store without its faults, for the settled retry.
-struct FaultFree(Arc<FaultyStore>);
-
-#[async_trait]
-impl Store for FaultFree {
-    async fn begin(
-        &self,
-        id: &RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.0.inner.begin(id, fp, lease).await
-    }
-    async fn complete(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.0.inner.complete(id, lease, outcome, ttl).await
-    }
-    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
-        self.0.inner.release(id, lease).await
-    }
-    async fn renew(&self, id: &RecordId, lease: &Lease, d: Duration) -> Result<Lease, StoreError> {
-        self.0.inner.renew(id, lease, d).await
-    }
 }
 
 fn run_seed(seed: u64, tally: &mut Seen) -> Result<String, String> {

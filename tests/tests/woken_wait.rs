@@ -51,7 +51,7 @@ async fn hundred_waiters_on<S: Store>(
     first: Result<u32, Busy>,
     work: Duration,
 ) -> (Vec<(Result<Ran<u32>, String>, Duration)>, usize) {
-    let store = Arc::new(SlowBegin::new(inner, Duration::ZERO));
+    let store = Arc::new(SlowBegin::slow_begins(inner, Duration::ZERO));
     let engine = Engine::from_arc(Arc::clone(&store) as Arc<dyn Store>)
         .with_policy(Policy::default().lease(Duration::from_secs(10)));
     let start = tokio::time::Instant::now();

@@ -423,7 +423,7 @@ pub async fn client_that_hangs_up_before_its_request_is_claimed_runs_nothing_and
 ) {
     // The store takes 400 ms to answer a claim; the client gives up after
     // 100 ms, before its request was claimed and before the handler started.
-    let slow = SlowBegin::new(MemoryStore::new(), Duration::from_millis(400));
+    let slow = SlowBegin::slow_begins(MemoryStore::new(), Duration::from_millis(400));
     let runs = Runs::default();
     let url = (adapter.start)(Engine::new(slow), runs.clone(), RecordPolicy::default()).await;
     let addr = url.trim_start_matches("http://");
