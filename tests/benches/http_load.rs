@@ -1083,7 +1083,10 @@ fn grpc_load(rt: &tokio::runtime::Runtime, url: &str) -> Result<Load, String> {
                         n += 1;
                         let sent = std::time::Instant::now();
                         let mut request = tonic::Request::new(DebitRequest {
-                            account: format!("acct-{}", n % 500),
+                            // Each task debits accounts of its own: the
+                            // ledger's transactions are optimistic, and two
+                            // tasks on one account would conflict.
+                            account: format!("acct-{t}-{}", n % 500),
                             amount: 1,
                         });
                         let key = format!("{run}-{t}-{n}");

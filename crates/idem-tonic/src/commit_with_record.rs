@@ -1,7 +1,7 @@
 //! `commit_with_record`: a method's response recorded in the method's own
 //! database transaction, committed with its writes or not at all.
 
-use idem_core::StoreTransaction;
+use idem_core::{StoreError, StoreErrorKind, StoreTransaction};
 use tonic::Status;
 
 /// Hands the method's open transaction to the layer, which records the
@@ -24,8 +24,12 @@ use tonic::Status;
 /// Called twice in one call, the earlier transaction is rolled back (one
 /// transaction records a call). Outside a covered call (a method the layer
 /// does not name, or a call without a key where keys are optional) it
-/// commits at once. Its error is then the commit's, as `UNAVAILABLE`: the
-/// outcome of a failed commit is unknown.
+/// commits at once, and its error says what became of the writes: what an
+/// optimistic store's transaction read changed (Redis, memory), `ABORTED`,
+/// nothing applied (read again and retry, gRPC's code for a concurrency
+/// conflict); a transaction the store refused before applying anything,
+/// `FAILED_PRECONDITION`; any other failure, `UNAVAILABLE`, the outcome of
+/// the commit unknown.
 ///
 /// ```no_run
 /// use idem_postgres::PgStore;
@@ -48,10 +52,22 @@ use tonic::Status;
 pub async fn commit_with_record<T: StoreTransaction + 'static>(tx: T) -> Result<(), Status> {
     match idem_http::hand_over(tx).await {
         Ok(()) => Ok(()),
-        Err(tx) => tx.commit().await.map_err(|e| {
-            Status::unavailable(format!(
-                "the transaction may or may not have committed: {e}"
-            ))
-        }),
+        Err(tx) => tx.commit().await.map_err(|e| uncovered_commit_failed(&e)),
+    }
+}
+
+/// The status for a commit outside a covered call that failed: whether
+/// anything was applied is the error's kind.
+fn uncovered_commit_failed(e: &StoreError) -> Status {
+    match e.kind() {
+        StoreErrorKind::Conflict => Status::aborted(format!(
+            "the transaction was not committed and nothing was applied: {e}"
+        )),
+        StoreErrorKind::Unsupported | StoreErrorKind::LeaseLost => Status::failed_precondition(
+            format!("the transaction was refused and nothing was applied: {e}"),
+        ),
+        _ => Status::unavailable(format!(
+            "the transaction may or may not have committed: {e}"
+        )),
     }
 }
