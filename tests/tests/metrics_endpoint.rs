@@ -29,27 +29,10 @@ async fn a_scrape_shows_each_decision_and_the_store_s_latency() {
         provider: None,
     }))
     .await;
-    assert_eq!(
-        Payments::new(url.as_str())
-            .debit("acct-1", "m-1", 100)
-            .await
-            .status(),
-        201
-    );
-    assert_eq!(
-        Payments::new(url.as_str())
-            .debit("acct-1", "m-1", 100)
-            .await
-            .status(),
-        201
-    );
-    assert_eq!(
-        Payments::new(url.as_str())
-            .debit("acct-1", "m-1", 200)
-            .await
-            .status(),
-        422
-    );
+    let payments = Payments::new(url.as_str());
+    assert_eq!(payments.debit("acct-1", "m-1", 100).await.status(), 201);
+    assert_eq!(payments.debit("acct-1", "m-1", 100).await.status(), 201);
+    assert_eq!(payments.debit("acct-1", "m-1", 200).await.status(), 422);
 
     let scrape = reqwest::get(format!("{metrics}/metrics"))
         .await
@@ -113,13 +96,8 @@ async fn a_scrape_shows_how_many_retries_the_redis_replay_cache_answered() {
         provider: None,
     }))
     .await;
-    assert_eq!(
-        Payments::new(url.as_str())
-            .debit("acct-1", "c-1", 100)
-            .await
-            .status(),
-        201
-    );
+    let payments = Payments::new(url.as_str());
+    assert_eq!(payments.debit("acct-1", "c-1", 100).await.status(), 201);
     let scrape = || async {
         reqwest::get(format!("{metrics}/metrics"))
             .await
@@ -144,22 +122,10 @@ async fn a_scrape_shows_how_many_retries_the_redis_replay_cache_answered() {
             "no hit within 2 s: {}",
             scrape().await
         );
-        assert_eq!(
-            Payments::new(url.as_str())
-                .debit("acct-1", "c-1", 100)
-                .await
-                .status(),
-            201
-        );
+        assert_eq!(payments.debit("acct-1", "c-1", 100).await.status(), 201);
     }
     for _ in 0..10 {
-        assert_eq!(
-            Payments::new(url.as_str())
-                .debit("acct-1", "c-1", 100)
-                .await
-                .status(),
-            201
-        );
+        assert_eq!(payments.debit("acct-1", "c-1", 100).await.status(), 201);
     }
     let scrape = scrape().await;
     assert!(event(&scrape, "hit") >= 11.0, "{scrape}");
