@@ -106,23 +106,29 @@ impl RedisStore {
 
     /// A claim's keys, for its holder's scripts.
     pub(crate) fn holder_keys(&self, id: &RecordId) -> HolderKeys {
-        let written = self.key(id);
-        let trace = trace_key(&written);
+        let hex = hex_key(&self.prefix, id);
         match self.layout {
-            KeyLayout::Hex => HolderKeys {
-                keys: [written, trace, String::new()],
-                len: 2,
-            },
-            KeyLayout::Compact => HolderKeys {
-                keys: [written, trace, self.hex_key(id)],
-                len: 3,
-            },
+            KeyLayout::Hex => {
+                let trace = trace_key(&hex);
+                HolderKeys {
+                    keys: [hex, trace, String::new()],
+                    len: 2,
+                }
+            }
+            KeyLayout::Compact => {
+                let written = compact_key(&self.prefix, &hex, id);
+                let trace = trace_key(&written);
+                HolderKeys {
+                    keys: [written, trace, hex],
+                    len: 3,
+                }
+            }
         }
     }
 
     /// `<prefix>{<hex record id>}`, whatever the layout: what wake-ups name.
     pub(crate) fn hex_key(&self, id: &RecordId) -> String {
-        key(&self.prefix, KeyLayout::Hex, id)
+        hex_key(&self.prefix, id)
     }
 
     /// A key for the operation's own data that shares the record's hash
@@ -141,10 +147,8 @@ impl RedisStore {
 }
 
 fn record_keys(prefix: &str, layout: KeyLayout, id: &RecordId) -> RecordKeys {
-    let (hex, compact) = (
-        key(prefix, KeyLayout::Hex, id),
-        key(prefix, KeyLayout::Compact, id),
-    );
+    let hex = hex_key(prefix, id);
+    let compact = compact_key(prefix, &hex, id);
     let (hex_trace, compact_trace) = (trace_key(&hex), trace_key(&compact));
     RecordKeys(match layout {
         KeyLayout::Hex => [hex, hex_trace, compact, compact_trace],
@@ -158,14 +162,25 @@ fn record_keys(prefix: &str, layout: KeyLayout, id: &RecordId) -> RecordKeys {
 /// and a request under another key with the same id would still need the
 /// same fingerprint to be answered).
 fn key(prefix: &str, layout: KeyLayout, id: &RecordId) -> String {
+    let hex = hex_key(prefix, id);
+    match layout {
+        KeyLayout::Hex => hex,
+        KeyLayout::Compact => compact_key(prefix, &hex, id),
+    }
+}
+
+/// `<prefix>{<hex record id>}`.
+fn hex_key(prefix: &str, id: &RecordId) -> String {
     let mut hex = String::with_capacity(prefix.len() + 66);
     hex.push_str(prefix);
     hex.push('{');
     id.push_hex(&mut hex);
     hex.push('}');
-    if layout == KeyLayout::Hex {
-        return hex;
-    }
+    hex
+}
+
+/// The compact key of the record whose hex key is `hex`: in `hex`'s slot.
+fn compact_key(prefix: &str, hex: &str, id: &RecordId) -> String {
     let tag = slot::tag_of(slot::slot(hex.as_bytes()));
     let mut key = String::with_capacity(prefix.len() + tag.len() + 34);
     key.push_str(prefix);
