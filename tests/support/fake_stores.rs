@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, Store, StoreError};
+use idem_core::{
+    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, Store, StoreError, StoreFuture,
+};
 
 use crate::hooked_store::{Hooked, Hooks, Transition};
 
@@ -25,17 +27,11 @@ fn refused(what: &str) -> StoreError {
 
 #[async_trait]
 impl Store for DownStore {
-    async fn begin(&self, _: &RecordId, _: &Fingerprint, _: Duration) -> Result<Begin, StoreError> {
-        Err(refused("begin"))
+    fn begin(&self, _: &RecordId, _: &Fingerprint, _: Duration) -> StoreFuture<Begin> {
+        StoreFuture::ready(Err(refused("begin")))
     }
-    async fn complete(
-        &self,
-        _: &RecordId,
-        _: &Lease,
-        _: &Outcome,
-        _: Duration,
-    ) -> Result<(), StoreError> {
-        Err(refused("complete"))
+    fn complete(&self, _: &RecordId, _: &Lease, _: &Outcome, _: Duration) -> StoreFuture<()> {
+        StoreFuture::ready(Err(refused("complete")))
     }
     async fn release(&self, _: &RecordId, _: &Lease) -> Result<(), StoreError> {
         Err(refused("release"))

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
-    StoreError,
+    StoreError, StoreFuture,
 };
 
 /// A transition a [`Hooked`] store forwards, as its hooks see it.
@@ -52,13 +52,18 @@ pub trait Hooks: Send + Sync + 'static {
 /// (`inspect`, `changed`) and removes goes straight to `inner`.
 pub struct Hooked<H> {
     inner: Arc<dyn Store>,
-    hooks: H,
+    /// Shared with the answers to `begin` and `complete`, which borrow
+    /// nothing.
+    hooks: Arc<H>,
 }
 
 impl<H: Hooks> Hooked<H> {
     /// `inner`, with `hooks` around its transitions.
     pub fn new(inner: Arc<dyn Store>, hooks: H) -> Self {
-        Self { inner, hooks }
+        Self {
+            inner,
+            hooks: Arc::new(hooks),
+        }
     }
 
     /// The hooks (what they counted).
@@ -74,26 +79,32 @@ impl<H: Hooks> Hooked<H> {
 
 #[async_trait]
 impl<H: Hooks> Store for Hooked<H> {
-    async fn begin(
-        &self,
-        id: &RecordId,
-        fp: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        let forward = self.inner.begin(id, fp, lease);
-        self.hooks.around(Transition::Begin(id), forward).await
+    // The call is made only when the hooks forward it: a store that answers
+    // at once takes its step when asked, and a hook may delay it or answer
+    // instead.
+    fn begin(&self, id: &RecordId, fp: &Fingerprint, lease: Duration) -> StoreFuture<Begin> {
+        let (inner, hooks) = (Arc::clone(&self.inner), Arc::clone(&self.hooks));
+        let (id, fp) = (*id, *fp);
+        StoreFuture::boxed(async move {
+            let forward = async { inner.begin(&id, &fp, lease).await };
+            hooks.around(Transition::Begin(&id), forward).await
+        })
     }
-    async fn complete(
+    fn complete(
         &self,
         id: &RecordId,
         lease: &Lease,
         outcome: &Outcome,
         ttl: Duration,
-    ) -> Result<(), StoreError> {
-        let forward = self.inner.complete(id, lease, outcome, ttl);
-        self.hooks
-            .around(Transition::Complete(id, lease), forward)
-            .await
+    ) -> StoreFuture<()> {
+        let (inner, hooks) = (Arc::clone(&self.inner), Arc::clone(&self.hooks));
+        let (id, lease, outcome) = (*id, *lease, outcome.clone());
+        StoreFuture::boxed(async move {
+            let forward = async { inner.complete(&id, &lease, &outcome, ttl).await };
+            hooks
+                .around(Transition::Complete(&id, &lease), forward)
+                .await
+        })
     }
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
         let forward = self.inner.release(id, lease);

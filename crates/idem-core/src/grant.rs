@@ -33,12 +33,9 @@ impl Grant {
         let mut pause = Duration::from_millis(20);
         let mut attempt = 0;
         loop {
-            let completed = Arc::clone(&self.store).complete_owned(
-                self.id,
-                self.lease,
-                outcome.clone(),
-                self.ttl,
-            );
+            let completed = self
+                .store
+                .complete(&self.id, &self.lease, outcome, self.ttl);
             match completed.await {
                 Err(e) if e.is_transient() && attempt < 3 && pause < self.lease.duration => {
                     attempt += 1;

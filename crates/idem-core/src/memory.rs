@@ -293,38 +293,6 @@ impl MemoryStore {
         }
     }
 
-    /// [`Store::begin`], answered at once.
-    fn begin_now(
-        &self,
-        id: &RecordId,
-        fingerprint: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        match self.run(id, Event::Begin { fingerprint, lease })? {
-            Answer::Begin(b) => Ok(b),
-            other => Err(unexpected(&other)),
-        }
-    }
-
-    /// [`Store::complete`], answered at once.
-    fn complete_now(
-        &self,
-        id: &RecordId,
-        lease: &Lease,
-        outcome: &Outcome,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        fenced(self.run(
-            id,
-            Event::Complete {
-                lease,
-                outcome,
-                ttl,
-                trace: self.inner.trace,
-            },
-        )?)
-    }
-
     fn run(&self, id: &RecordId, event: Event<'_>) -> Result<Answer, StoreError> {
         let answer = if let Some(answer) = self.inner.apply(id, event) {
             answer
@@ -360,44 +328,36 @@ fn fenced(answer: Answer) -> Result<(), StoreError> {
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn begin(
+    // The memory store never waits: its answers are ready, and cost no
+    // allocation on the engine's path.
+    fn begin(
         &self,
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        self.begin_now(id, fingerprint, lease)
+    ) -> StoreFuture<Begin> {
+        StoreFuture::ready(match self.run(id, Event::Begin { fingerprint, lease }) {
+            Ok(Answer::Begin(b)) => Ok(b),
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) => Err(e),
+        })
     }
 
-    async fn complete(
+    fn complete(
         &self,
         id: &RecordId,
         lease: &Lease,
         outcome: &Outcome,
         ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.complete_now(id, lease, outcome, ttl)
-    }
-
-    // The memory store never waits: its answers are ready, and cost no
-    // allocation on the engine's path.
-    fn begin_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        fingerprint: Fingerprint,
-        lease: Duration,
-    ) -> StoreFuture<Begin> {
-        StoreFuture::ready(self.begin_now(&id, &fingerprint, lease))
-    }
-
-    fn complete_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        lease: Lease,
-        outcome: Outcome,
-        ttl: Duration,
     ) -> StoreFuture<()> {
-        StoreFuture::ready(self.complete_now(&id, &lease, &outcome, ttl))
+        let trace = self.inner.trace;
+        let event = Event::Complete {
+            lease,
+            outcome,
+            ttl,
+            trace,
+        };
+        StoreFuture::ready(self.run(id, event).and_then(fenced))
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

@@ -94,9 +94,9 @@ mod timed {
         .record(start.elapsed().as_secs_f64());
     }
 
-    /// The inner store's owned answer, timed from `start`: a ready one at
-    /// once (no box around it), one on its way when it comes.
-    fn timed_owned<T: Send + 'static>(
+    /// The inner store's answer, timed from `start`: a ready one at once
+    /// (no box around it), one on its way when it comes.
+    fn timed_answer<T: Send + 'static>(
         store: &'static str,
         transition: &'static str,
         start: Instant,
@@ -128,50 +128,29 @@ mod timed {
 
     #[async_trait::async_trait]
     impl Store for Timed {
-        async fn begin(
+        // The inner store's answers, timed, so that one given at once still
+        // is (no box around it).
+        fn begin(
             &self,
             id: &RecordId,
             fingerprint: &Fingerprint,
             lease: Duration,
-        ) -> Result<Begin, StoreError> {
-            self.time("begin", self.0.begin(id, fingerprint, lease))
-                .await
+        ) -> StoreFuture<Begin> {
+            let start = Instant::now();
+            let answer = self.0.begin(id, fingerprint, lease);
+            timed_answer(self.0.name(), "begin", start, answer)
         }
 
-        async fn complete(
+        fn complete(
             &self,
             id: &RecordId,
             lease: &Lease,
             outcome: &Outcome,
             ttl: Duration,
-        ) -> Result<(), StoreError> {
-            self.time("complete", self.0.complete(id, lease, outcome, ttl))
-                .await
-        }
-
-        // The engine's forms: the inner store's own, timed, so that a store
-        // that answers at once still does.
-        fn begin_owned(
-            self: Arc<Self>,
-            id: RecordId,
-            fingerprint: Fingerprint,
-            lease: Duration,
-        ) -> StoreFuture<Begin> {
-            let start = Instant::now();
-            let answer = Arc::clone(&self.0).begin_owned(id, fingerprint, lease);
-            timed_owned(self.0.name(), "begin", start, answer)
-        }
-
-        fn complete_owned(
-            self: Arc<Self>,
-            id: RecordId,
-            lease: Lease,
-            outcome: Outcome,
-            ttl: Duration,
         ) -> StoreFuture<()> {
             let start = Instant::now();
-            let answer = Arc::clone(&self.0).complete_owned(id, lease, outcome, ttl);
-            timed_owned(self.0.name(), "complete", start, answer)
+            let answer = self.0.complete(id, lease, outcome, ttl);
+            timed_answer(self.0.name(), "complete", start, answer)
         }
 
         async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

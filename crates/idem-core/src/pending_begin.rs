@@ -35,7 +35,7 @@ impl<'a> PendingBegin<'a> {
         ttl: Duration,
     ) -> Self {
         Self {
-            answer: Some(Arc::clone(store).begin_owned(call.id, call.fingerprint, lease_len)),
+            answer: Some(store.begin(&call.id, &call.fingerprint, lease_len)),
             store,
             call,
             lease_len,

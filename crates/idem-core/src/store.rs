@@ -1,7 +1,6 @@
 //! The `Store` trait that every backend implements, and the values it trades in.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -202,55 +201,34 @@ pub enum Removal {
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Claims the record for a request with `fingerprint`, or reports why not.
-    async fn begin(
+    ///
+    /// The answer owns what it needs and borrows nothing (as a
+    /// `tower::Service`'s future does): the engine finishes it in the
+    /// background when its caller goes away, releasing a claim it grants,
+    /// since nothing ran under it. A store that answers without waiting (from
+    /// memory, or a cache) gives [`StoreFuture::ready`], which allocates
+    /// nothing; one that waits clones what it needs (its pool or connection,
+    /// the arguments) into [`StoreFuture::boxed`].
+    fn begin(
         &self,
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease: Duration,
-    ) -> Result<Begin, StoreError>;
+    ) -> StoreFuture<Begin>;
 
-    /// Records `outcome` for `ttl`, if `lease` is still the live claim. Completing
-    /// again with the token that already completed the record succeeds and
-    /// changes nothing (the first outcome stays).
-    async fn complete(
+    /// Records `outcome` for `ttl`, if `lease` is still the live claim.
+    /// Completing again with the token that already completed the record
+    /// succeeds and changes nothing (the first outcome stays).
+    ///
+    /// Like [`begin`](Self::begin), the answer borrows nothing (an
+    /// [`Outcome`] is shared, not copied, when cloned into it).
+    fn complete(
         &self,
         id: &RecordId,
         lease: &Lease,
         outcome: &Outcome,
         ttl: Duration,
-    ) -> Result<(), StoreError>;
-
-    /// [`begin`](Self::begin), in a future that borrows nothing: the engine
-    /// calls this one, and finishes it in the background when its caller goes
-    /// away (releasing a claim it grants, since nothing ran under it).
-    ///
-    /// It must answer exactly as `begin` does. The default boxes `begin`
-    /// twice over (its own future, and one that owns the arguments); a store
-    /// that can answer without waiting (from memory, or a cache) answers in
-    /// [`StoreFuture::ready`] and allocates nothing, and one that waits can
-    /// box its work once.
-    fn begin_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        fingerprint: Fingerprint,
-        lease: Duration,
-    ) -> StoreFuture<Begin> {
-        StoreFuture::boxed(async move { self.begin(&id, &fingerprint, lease).await })
-    }
-
-    /// [`complete`](Self::complete), in a future that borrows nothing and
-    /// takes the outcome over: the engine calls this one. It must answer
-    /// exactly as `complete` does; the default boxes `complete`, and a store
-    /// overrides it for the reasons [`begin_owned`](Self::begin_owned) gives.
-    fn complete_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        lease: Lease,
-        outcome: Outcome,
-        ttl: Duration,
-    ) -> StoreFuture<()> {
-        StoreFuture::boxed(async move { self.complete(&id, &lease, &outcome, ttl).await })
-    }
+    ) -> StoreFuture<()>;
 
     /// Gives the claim up without recording anything, so that a retry runs the
     /// operation again.

@@ -10,10 +10,10 @@ use crate::store_error::StoreError;
 
 type Boxed<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
 
-/// The answer of [`Store::begin_owned`](crate::Store::begin_owned) or
-/// [`Store::complete_owned`](crate::Store::complete_owned): a future that
-/// borrows nothing, so that the engine can finish it in the background
-/// when its caller goes away.
+/// The answer of [`Store::begin`](crate::Store::begin) or
+/// [`Store::complete`](crate::Store::complete): a future that borrows
+/// nothing, so that the engine can finish it in the background when its
+/// caller goes away.
 ///
 /// A store that answers without waiting (the memory store, or a replay
 /// from a cache) gives it [`ready`](Self::ready), which allocates nothing;

@@ -74,7 +74,6 @@ macro_rules! __idem_conformance_checks {
             remove_refuses_a_claim_unless_forced,
             remove_of_a_completion_lets_the_key_run_again,
             replays_repeat_until_the_record_is_removed,
-            owned_forms_answer_as_begin_and_complete,
         }
     };
 }
@@ -118,7 +117,6 @@ where
 mod known_bugs;
 mod late_retries;
 mod operations;
-mod owned_forms;
 mod support;
 
 pub use support::{fp, fresh_id};
@@ -137,7 +135,6 @@ pub mod checks {
         inspect_shows_the_record, remove_of_a_completion_lets_the_key_run_again,
         remove_refuses_a_claim_unless_forced, replays_repeat_until_the_record_is_removed,
     };
-    pub use super::owned_forms::owned_forms_answer_as_begin_and_complete;
 
     use super::support::{acquire, expect_lease_lost, race, LONG, TTL};
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use idem_core::machine::micros;
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
-    StoreError,
+    StoreError, StoreFuture,
 };
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, MySqlConnection};
@@ -216,23 +216,26 @@ impl MySqlStore {
 
 #[async_trait]
 impl Store for MySqlStore {
-    async fn begin(
+    fn begin(
         &self,
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        calls::begin(&self.pool, &self.sql, id, fingerprint, lease).await
+    ) -> StoreFuture<Begin> {
+        let (pool, sql) = (self.pool.clone(), Arc::clone(&self.sql));
+        let (id, fingerprint) = (*id, *fingerprint);
+        StoreFuture::boxed(async move { calls::begin(&pool, &sql, &id, &fingerprint, lease).await })
     }
 
-    async fn complete(
+    fn complete(
         &self,
         id: &RecordId,
         lease: &Lease,
         outcome: &Outcome,
         ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.complete_on_pool(id, lease, outcome, ttl).await
+    ) -> StoreFuture<()> {
+        let (store, id, lease, outcome) = (self.clone(), *id, *lease, outcome.clone());
+        StoreFuture::boxed(async move { store.complete_on_pool(&id, &lease, &outcome, ttl).await })
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

@@ -2,7 +2,6 @@
 //! call; on a full server, the peek that still answers recorded work),
 //! and the other transitions, each one script call.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idem_core::waiters::Look;
@@ -165,44 +164,30 @@ impl RedisStore {
 
 #[async_trait]
 impl Store for RedisStore {
-    async fn begin(
+    // A replay from the cache is answered at once, allocating nothing; a
+    // call to Redis boxes its work once.
+    fn begin(
         &self,
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease: Duration,
-    ) -> Result<Begin, StoreError> {
-        match self.begin_cached(id, fingerprint) {
-            Some(answer) => Ok(answer),
-            None => self.begin_in_redis(id, fingerprint, lease).await,
-        }
-    }
-
-    // A replay from the cache is answered at once, allocating nothing; a
-    // call to Redis boxes its work once.
-    fn begin_owned(
-        self: Arc<Self>,
-        id: RecordId,
-        fingerprint: Fingerprint,
-        lease: Duration,
     ) -> StoreFuture<Begin> {
-        match self.begin_cached(&id, &fingerprint) {
-            Some(answer) => StoreFuture::ready(Ok(answer)),
-            None => {
-                StoreFuture::boxed(
-                    async move { self.begin_in_redis(&id, &fingerprint, lease).await },
-                )
-            }
+        if let Some(answer) = self.begin_cached(id, fingerprint) {
+            return StoreFuture::ready(Ok(answer));
         }
+        let (store, id, fingerprint) = (self.clone(), *id, *fingerprint);
+        StoreFuture::boxed(async move { store.begin_in_redis(&id, &fingerprint, lease).await })
     }
 
-    async fn complete(
+    fn complete(
         &self,
         id: &RecordId,
         lease: &Lease,
         outcome: &Outcome,
         ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.complete_in_redis(id, lease, outcome, ttl).await
+    ) -> StoreFuture<()> {
+        let (store, id, lease, outcome) = (self.clone(), *id, *lease, outcome.clone());
+        StoreFuture::boxed(async move { store.complete_in_redis(&id, &lease, &outcome, ttl).await })
     }
 
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {

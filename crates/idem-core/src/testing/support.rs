@@ -61,16 +61,11 @@ pub(crate) async fn race(
 ) -> Vec<Result<Begin, crate::StoreError>> {
     let start = Arc::new(tokio::sync::Barrier::new(n));
     let mut tasks = Vec::new();
-    for i in 0..n {
+    for _ in 0..n {
         let (store, start) = (Arc::clone(store), Arc::clone(&start));
         tasks.push(tokio::spawn(async move {
             start.wait().await;
-            // Half race through the form the engine calls.
-            if i % 2 == 0 {
-                store.begin(&id, &fp(1), LONG).await
-            } else {
-                store.begin_owned(id, fp(1), LONG).await
-            }
+            store.begin(&id, &fp(1), LONG).await
         }));
     }
     let mut answers = Vec::new();
