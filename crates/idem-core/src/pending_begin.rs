@@ -45,12 +45,20 @@ impl<'a> PendingBegin<'a> {
 
     /// The claim granted under `lease`.
     pub(crate) fn granted(&self, lease: Lease) -> Grant {
-        Grant {
-            store: Arc::clone(self.store),
-            id: self.call.id,
+        self.grant_under()(lease)
+    }
+
+    /// Makes the claim granted under a lease, owning what it needs (for a
+    /// begin finished in the background).
+    fn grant_under(&self) -> impl FnOnce(Lease) -> Grant + Send + 'static {
+        let (store, id) = (Arc::clone(self.store), self.call.id);
+        let (lease_len, ttl) = (self.lease_len, self.ttl);
+        move |lease| Grant {
+            store,
+            id,
             lease,
-            lease_len: self.lease_len,
-            ttl: self.ttl,
+            lease_len,
+            ttl,
         }
     }
 }
@@ -79,24 +87,12 @@ impl Drop for PendingBegin<'_> {
             tracing::warn!(target: "idem", scope = %self.call.scope, record = %self.call.id, "a claim abandoned while being taken, outside a tokio runtime; if it landed, it ends with its lease");
             return;
         };
-        let (store, id, scope) = (
-            Arc::clone(self.store),
-            self.call.id,
-            self.call.scope.clone(),
-        );
-        let (lease_len, ttl) = (self.lease_len, self.ttl);
+        let (id, scope, grant) = (self.call.id, self.call.scope.clone(), self.grant_under());
         handle.spawn(async move {
             match answer.await {
                 Ok(Begin::Acquired(lease)) => {
                     tracing::debug!(target: "idem", scope = %scope, record = %id, token = lease.token.0, decision = Decision::ReleasingUnusedClaim.as_str(), "the caller went away while the claim was being taken; nothing ran under it, so it is released");
-                    let grant = Grant {
-                        store,
-                        id,
-                        lease,
-                        lease_len,
-                        ttl,
-                    };
-                    settle_later(grant, Settle::Release, scope, Duration::ZERO);
+                    settle_later(grant(lease), Settle::Release, scope, Duration::ZERO);
                 }
                 Ok(_) => {}
                 Err(e) => {
