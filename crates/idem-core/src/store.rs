@@ -198,6 +198,86 @@ pub enum Removal {
 /// [`machine::step`](crate::machine::step): implementations keep its rules
 /// exactly and prove it with the conformance kit (`idem_core::testing`, feature
 /// `testing`). Expiry is decided by the store's own clock.
+///
+/// # Writing one
+///
+/// Each step is written once. `begin` and `complete`, on every request's
+/// path, answer in a [`StoreFuture`] that borrows nothing: clone what the
+/// step needs (a pool, a connection, the arguments) into it, or give the
+/// answer at once. The other steps are `async` methods. A store that
+/// forwards to another and counts the claims it grants (a wrapper forwards
+/// `wakes`, `changed`, `name`, `inspect` and `remove` too: their defaults
+/// describe a store that can do none of them):
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// use idem_core::{
+///     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
+///     StoreError, StoreFuture,
+/// };
+///
+/// struct Counted {
+///     inner: Arc<dyn Store>,
+///     granted: Arc<AtomicU64>,
+/// }
+///
+/// #[async_trait]
+/// impl Store for Counted {
+///     fn begin(&self, id: &RecordId, fp: &Fingerprint, lease: Duration) -> StoreFuture<Begin> {
+///         let answer = self.inner.begin(id, fp, lease);
+///         let granted = Arc::clone(&self.granted);
+///         StoreFuture::boxed(async move {
+///             let begin = answer.await?;
+///             if let Begin::Acquired(_) = begin {
+///                 granted.fetch_add(1, Ordering::Relaxed);
+///             }
+///             Ok(begin)
+///         })
+///     }
+///     fn complete(&self, id: &RecordId, lease: &Lease, out: &Outcome, ttl: Duration) -> StoreFuture<()> {
+///         self.inner.complete(id, lease, out, ttl)
+///     }
+///     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+///         self.inner.release(id, lease).await
+///     }
+///     async fn renew(&self, id: &RecordId, lease: &Lease, by: Duration) -> Result<Lease, StoreError> {
+///         self.inner.renew(id, lease, by).await
+///     }
+///     fn wakes(&self) -> bool {
+///         self.inner.wakes()
+///     }
+///     async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
+///         self.inner.changed(id, within).await
+///     }
+///     fn name(&self) -> &'static str {
+///         self.inner.name()
+///     }
+///     async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+///         self.inner.inspect(id).await
+///     }
+///     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+///         self.inner.remove(id, force).await
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let granted = Arc::new(AtomicU64::new(0));
+/// let inner: Arc<dyn Store> = Arc::new(idem_core::MemoryStore::new());
+/// let store = Counted { inner, granted: Arc::clone(&granted) };
+/// let key = idem_core::IdempotencyKey::parse("order-7").expect("a valid key");
+/// let id = RecordId::new(&idem_core::Scope::new("orders"), &key);
+/// let fp = Fingerprint::builder("order").bytes("item", b"book").finish();
+/// let first = store.begin(&id, &fp, Duration::from_secs(30)).await;
+/// assert!(matches!(first, Ok(Begin::Acquired(_))));
+/// let again = store.begin(&id, &fp, Duration::from_secs(30)).await;
+/// assert!(matches!(again, Ok(Begin::InFlight { .. })));
+/// assert_eq!(granted.load(Ordering::Relaxed), 1);
+/// # }
+/// ```
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Claims the record for a request with `fingerprint`, or reports why not.
