@@ -56,6 +56,8 @@ mod baseline;
 mod mysql_pair;
 #[path = "common/naive.rs"]
 mod naive;
+#[path = "common/peer.rs"]
+mod peer;
 use idem_redis::{KeyLayout, RedisStore};
 use naive::{naive_router, MemoryKeys, Naive, NaiveKeys};
 
@@ -430,17 +432,21 @@ fn compare_on_redis<const N: usize>(
 }
 
 async fn redis_cleanup() -> Result<u64, redis::RedisError> {
+    redis_cleanup_pattern(&format!("idem-bench:{}:*", std::process::id())).await
+}
+
+/// Deletes the keys matching `pattern`.
+async fn redis_cleanup_pattern(pattern: &str) -> Result<u64, redis::RedisError> {
     let mut con = redis::Client::open(idem_tests::redis_url().as_str())?
         .get_multiplexed_async_connection()
         .await?;
-    let pattern = format!("idem-bench:{}:*", std::process::id());
     let mut cursor: u64 = 0;
     let mut deleted = 0;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(&pattern)
+            .arg(pattern)
             .arg("COUNT")
             .arg(10_000)
             .query_async(&mut con)
@@ -632,7 +638,8 @@ struct CpuTicks {
 }
 
 impl CpuTicks {
-    fn read(store: Option<&str>) -> Option<Self> {
+    /// `server`: the process serving the variant, if not this one.
+    fn read(store: Option<&str>, server: Option<u32>) -> Option<Self> {
         fn ticks(stat: &str) -> Option<(String, u64)> {
             // pid (comm) state ... utime(14) stime(15): comm may hold spaces.
             let (head, rest) = stat.rsplit_once(')')?;
@@ -643,7 +650,11 @@ impl CpuTicks {
                 f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?,
             ))
         }
-        let own = ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?.1;
+        let own = match server {
+            Some(pid) => format!("/proc/{pid}/stat"),
+            None => "/proc/self/stat".to_owned(),
+        };
+        let own = ticks(&std::fs::read_to_string(own).ok()?)?.1;
         let mut by_pid = std::collections::HashMap::new();
         if let Some(store) = store {
             for entry in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -711,12 +722,37 @@ fn compare<const N: usize>(
     compare_with(names, store, |v| wrk(urls[v], script))
 }
 
+/// [`compare`], with variants served by other processes (`servers[v]`, or
+/// `None` for this one), whose CPU is theirs.
+fn compare_served<const N: usize>(
+    label: &str,
+    names: [&str; N],
+    urls: [&str; N],
+    servers: [Option<u32>; N],
+    script: &str,
+    store: Option<&str>,
+) -> Result<(), String> {
+    println!("{label}: POST /accounts/{{id}}/debits, new key per request, wrk -t1 -c{CONNECTIONS} -d{SECONDS}s, {ROUNDS} alternating rounds");
+    compare_in(names, servers, store, |v| wrk(urls[v], script))
+}
+
 /// Alternating rounds of `measure(variant)` (requests per second over
 /// `SECONDS`), with the CPU each request cost, then the medians and the
 /// ratios: of the last variant (idem) to the first (the baseline), and with
 /// three, of each to the one before.
 fn compare_with<const N: usize>(
     names: [&str; N],
+    store: Option<&str>,
+    measure: impl Fn(usize) -> Result<Load, String>,
+) -> Result<(), String> {
+    compare_in(names, [None; N], store, measure)
+}
+
+/// [`compare_with`], each variant served by `servers[v]` (`None`: this
+/// process).
+fn compare_in<const N: usize>(
+    names: [&str; N],
+    servers: [Option<u32>; N],
     store: Option<&str>,
     measure: impl Fn(usize) -> Result<Load, String>,
 ) -> Result<(), String> {
@@ -727,9 +763,9 @@ fn compare_with<const N: usize>(
     let mut cpu: [Vec<(f64, f64)>; N] = std::array::from_fn(|_| Vec::new());
     for round in 1..=ROUNDS {
         for v in 0..N {
-            let before = CpuTicks::read(store);
+            let before = CpuTicks::read(store, servers[v]);
             let Load { rps: r, p50, p99 } = measure(v)?;
-            let used = before.zip(CpuTicks::read(store)).map(|(b, a)| {
+            let used = before.zip(CpuTicks::read(store, servers[v])).map(|(b, a)| {
                 let (own, theirs) = a.since(&b);
                 let per_request =
                     |t: u64| ticks_f64(t) / TICKS_PER_SECOND * 1e6 / (r * f64::from(SECONDS));
@@ -1180,13 +1216,68 @@ fn run_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> 
     )
 }
 
+/// idem against the `idempotent` crate's layer on their memory stores,
+/// beside the route without either.
+fn run_peer_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let peer = peer::Peer::start(&["memory"])?;
+    let (bare, idem) = rt.block_on(async {
+        (
+            idem_tests::serve(baseline::router(app())).await,
+            idem_tests::serve(router(app())).await,
+        )
+    });
+    compare_served(
+        "peer",
+        [
+            "without idem",
+            "idempotent 2.0 (memory)",
+            "with idem (MemoryStore)",
+        ],
+        [&bare, &peer.url, &idem],
+        [None, Some(peer.pid()), None],
+        script,
+        None,
+    )
+}
+
+/// idem against the `idempotent` crate's layer on the same Redis, beside
+/// the least design (`SET NX` + `SET`).
+fn run_peer_redis(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let url = idem_tests::redis_url();
+    let prefix = format!("idem-bench-{}-peer", std::process::id());
+    let peer = peer::Peer::start(&["redis", &url, &prefix])?;
+    let (naive, idem) = rt.block_on(redis_pair())?;
+    let compared = compare_served(
+        "peer-redis",
+        [
+            "SET NX + SET (baseline)",
+            "idempotent 2.0 (Redis)",
+            "with idem (RedisStore)",
+        ],
+        [&naive, &peer.url, &idem],
+        [None, Some(peer.pid()), None],
+        script,
+        Some("redis-server"),
+    );
+    drop(peer);
+    match rt.block_on(redis_cleanup_pattern(&format!("{prefix}*"))) {
+        Ok(n) => println!("  deleted the peer's {n} keys from Redis"),
+        Err(e) => eprintln!("  could not delete the peer's keys: {e}"),
+    }
+    match rt.block_on(redis_cleanup()) {
+        Ok(n) => println!("  deleted the run's {n} keys from Redis"),
+        Err(e) => eprintln!("  could not delete the run's keys: {e}"),
+    }
+    compared
+}
+
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass other
     // flags: only run the load when asked to benchmark.
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|replay|redis|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core|redis-replicated-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core|redis-replicated-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -1221,6 +1312,12 @@ fn main() -> ExitCode {
         }
         if wanted("memory") {
             run_memory(&rt, &script)?;
+        }
+        if wanted("peer") {
+            run_peer_memory(&rt, &script)?;
+        }
+        if wanted("peer-redis") {
+            run_peer_redis(&rt, &script)?;
         }
         if wanted("replay") {
             run_replay_pair(&rt, &replay_script)?;

@@ -61,6 +61,24 @@ async fn refuses_the_newer_record(store: &impl Store, c: &Call, what: &str) {
     assert!(is_newer(&remove), "{what}: remove: {remove:?}");
 }
 
+/// The key the previous version wrote `c`'s record under by default:
+/// `<prefix>{<hex id>}`.
+fn hex_key(prefix: &str, c: &Call) -> String {
+    format!("{prefix}{{{}}}", c.record_id().to_hex())
+}
+
+/// `SET key value PX ms`.
+async fn set(con: &mut redis::aio::MultiplexedConnection, key: &str, value: &[u8], ms: u64) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .arg("PX")
+        .arg(ms)
+        .query_async(con)
+        .await
+        .expect("SET");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_record_of_the_previous_version_replays_and_a_newer_one_is_refused() {
     for (url, what) in [(redis_url(), "redis"), (valkey_url(), "valkey")] {
@@ -76,39 +94,19 @@ async fn a_redis_record_of_the_previous_version_replays_and_a_newer_one_is_refus
         value.extend_from_slice(c.fingerprint().as_bytes());
         value.extend_from_slice(b"1764000000000001");
         value.extend_from_slice(RESPONSE_V1);
-        // Under the key the previous version wrote it: `<prefix>{<hex id>}`
-        // (still this version's default layout).
-        let key = store.key(c.record_id());
-        assert_eq!(
-            key,
-            format!("{prefix}{{{}}}", c.record_id().to_hex()),
-            "{what}"
-        );
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg(&value)
-            .arg("PX")
-            .arg(60_000)
-            .query_async(&mut con)
-            .await
-            .expect("SET");
+        // Under the key the previous version wrote by default; this
+        // version writes compact keys, and finds it there.
+        let key = hex_key(&prefix, &c);
+        assert_ne!(store.key(c.record_id()), key, "{what}: compact by default");
+        set(&mut con, &key, &value, 60_000).await;
         replays_the_pinned_response(&store, &c, what).await;
-        // An instance switched to compact keys finds it too.
-        let compact = store
-            .clone()
-            .with_key_layout(idem_redis::KeyLayout::Compact);
-        replays_the_pinned_response(&compact, &c, what).await;
+        // An instance that writes hex keys finds it too.
+        let hex = store.clone().with_key_layout(idem_redis::KeyLayout::Hex);
+        replays_the_pinned_response(&hex, &c, what).await;
 
-        // A format-2 record (its first byte names it).
-        value[0] = b'2';
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg(&value)
-            .arg("PX")
-            .arg(60_000)
-            .query_async(&mut con)
-            .await
-            .expect("SET");
+        // A format-3 record (its first byte names it).
+        value[0] = b'3';
+        set(&mut con, &key, &value, 60_000).await;
         refuses_the_newer_record(&store, &c, what).await;
         let kept: Vec<u8> = redis::cmd("GET")
             .arg(&key)
@@ -117,6 +115,93 @@ async fn a_redis_record_of_the_previous_version_replays_and_a_newer_one_is_refus
             .expect("GET");
         assert_eq!(kept, value, "{what}: left as it was");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_retry_of_a_debit_the_previous_version_traced_is_still_refused() {
+    for (url, what) in [(redis_url(), "redis"), (valkey_url(), "valkey")] {
+        let prefix = unique_prefix("formats-trace");
+        let store = idem_redis::RedisStore::connect(&url)
+            .await
+            .expect(what)
+            .with_prefix(&prefix);
+        let mut con = redis_connection(&url).await;
+        // The previous version's trace of an expired record: its
+        // fingerprint under `<key>:t`, the record itself gone.
+        let c = call("old-traced");
+        set(
+            &mut con,
+            &format!("{}:t", hex_key(&prefix, &c)),
+            c.fingerprint().as_bytes(),
+            60_000,
+        )
+        .await;
+        let lease = Duration::from_secs(30);
+        let begin = store.begin(c.record_id(), c.fingerprint(), lease).await;
+        assert!(matches!(begin, Ok(Begin::Expired)), "{what}: {begin:?}");
+        let other = Fingerprint::of("debit", &"another body").expect("fingerprint");
+        let begin = store.begin(c.record_id(), &other, lease).await;
+        assert!(matches!(begin, Ok(Begin::Mismatch)), "{what}: {begin:?}");
+        // Removing it lets a retry run again, once.
+        let removed = store.remove(c.record_id(), false).await;
+        assert!(
+            matches!(removed, Ok(Removal::Removed)),
+            "{what}: {removed:?}"
+        );
+        let begin = store.begin(c.record_id(), c.fingerprint(), lease).await;
+        assert!(matches!(begin, Ok(Begin::Acquired(_))), "{what}: {begin:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_record_carries_its_trace_in_one_key() {
+    let url = redis_url();
+    let prefix = unique_prefix("formats-one-key");
+    let store = idem_redis::RedisStore::connect(&url)
+        .await
+        .expect("redis")
+        .with_prefix(&prefix);
+    let mut con = redis_connection(&url).await;
+    let c = call("one-key");
+    let lease = Duration::from_secs(30);
+    let Ok(Begin::Acquired(lease)) = store.begin(c.record_id(), c.fingerprint(), lease).await
+    else {
+        panic!("a new key is claimed");
+    };
+    let ttl = Duration::from_secs(60);
+    store
+        .complete(
+            c.record_id(),
+            &lease,
+            &Outcome::new(RESPONSE_V1.to_vec()),
+            ttl,
+        )
+        .await
+        .expect("complete");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut con)
+        .await
+        .expect("KEYS");
+    assert_eq!(keys, [store.key(c.record_id())], "one key, the compact one");
+    let value: Vec<u8> = redis::cmd("GET")
+        .arg(&keys[0])
+        .query_async(&mut con)
+        .await
+        .expect("GET");
+    assert_eq!(
+        value[0], b'2',
+        "format 2: a completed record with its trace"
+    );
+    // It lives its TTL and the trace (a day by default).
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(&keys[0])
+        .query_async(&mut con)
+        .await
+        .expect("PTTL");
+    let day = i64::try_from(idem_redis::DEFAULT_TRACE.as_millis()).expect("ms");
+    assert!(pttl > day && pttl <= day + 60_000, "{pttl}");
+    replays_the_pinned_response(&store, &c, "redis").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

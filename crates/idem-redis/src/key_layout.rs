@@ -1,12 +1,11 @@
 //! Where a record lives: the two key layouts every store reads, the one it
 //! writes new records under, and its trace's key.
 //!
-//! - **Hex** (`<prefix>{<64 hex digits of the record id>}`), the layout of
-//!   every version so far, and still the default: an instance of an earlier
-//!   version looks for records only there.
 //! - **Compact** (`<prefix>{<slot tag>}<the id's first 24 bytes, base64url>`),
-//!   29 bytes shorter (42 bytes with the default prefix, which the allocator
-//!   rounds to 48, against 71 rounded to 80). Its hash tag is the shortest alphanumeric string in the hex
+//!   the default: 29 bytes shorter than the hex key (42 bytes with the
+//!   default prefix, which the allocator rounds to 48, against 71 rounded to
+//!   80). The version before this one reads it too (and wrote it when told
+//!   to). Its hash tag is the shortest alphanumeric string in the hex
 //!   key's slot ([`crate::slot::tag_of`]), so a record's two keys (and the
 //!   keys [`RedisStore::tagged_key`] names) share one slot: a script reads
 //!   both atomically, on Redis Cluster too.
@@ -31,14 +30,14 @@ use crate::RedisStore;
 /// ([`RedisStore::with_key_layout`]); it reads records under both.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KeyLayout {
-    /// `<prefix>{<64 hex digits>}`: read by every version of idem (the
-    /// default).
-    #[default]
+    /// `<prefix>{<64 hex digits>}`: read by every version of idem. Write it
+    /// while an instance of a version before compact keys shares the
+    /// store: those look only under the hex key, and a retry that reached
+    /// one would run again.
     Hex,
-    /// `<prefix>{<slot tag>}<32 base64url characters>`, 29 bytes shorter.
-    /// Read only by this version and later: choose it once no instance of
-    /// an earlier version shares the store, since those look only under the
-    /// hex key, and a retry that reached one would run again.
+    /// `<prefix>{<slot tag>}<32 base64url characters>`, 29 bytes shorter
+    /// (the default). Read by this version and the one before it.
+    #[default]
     Compact,
 }
 
@@ -79,14 +78,14 @@ impl HolderKeys {
 
 impl RedisStore {
     /// Writes new records under `layout`'s keys (default
-    /// [`KeyLayout::Hex`]); records are found under either layout, so a
+    /// [`KeyLayout::Compact`]); records are found under either layout, so a
     /// store may switch at any time without losing a record, and every
     /// store of this version reads what the others wrote.
     ///
     /// [`KeyLayout::Compact`] saves 32 bytes of Redis memory a record (its
-    /// key, 29 characters shorter, in a smaller allocation). Choose it once
-    /// every instance that shares the store runs this version or a later
-    /// one.
+    /// key, 29 characters shorter, in a smaller allocation) over
+    /// [`KeyLayout::Hex`], which only a store that shares Redis with an
+    /// instance of a version before compact keys needs.
     #[must_use]
     pub fn with_key_layout(mut self, layout: KeyLayout) -> Self {
         self.layout = layout;

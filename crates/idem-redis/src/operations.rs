@@ -8,7 +8,9 @@ use idem_core::{
 };
 use redis::Value;
 
-use crate::value_layout::{COMPLETED, FINGERPRINT, IN_FLIGHT, OUTCOME, RELEASED, TOKEN};
+use crate::value_layout::{
+    COMPLETED, FINGERPRINT, IN_FLIGHT, OUTCOME, RELEASED, TOKEN, TRACED, TRACED_OUTCOME,
+};
 
 /// A token as the records spell it, read back.
 pub(crate) fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
@@ -19,8 +21,6 @@ pub(crate) fn parse_token(bytes: &[u8]) -> Result<FencingToken, StoreError> {
         .ok_or_else(|| StoreError::corrupt("redis: a record's token is not a decimal number"))
 }
 
-/// The inspect script's reply: 0 for no live record, else the record's
-/// value and its key's time to live in milliseconds.
 /// A record whose first byte names a format newer than this version's.
 pub(crate) fn newer_format(state: u8) -> StoreError {
     StoreError::newer_format(
@@ -30,6 +30,8 @@ pub(crate) fn newer_format(state: u8) -> StoreError {
     )
 }
 
+/// The inspect script's reply: 0 for no live record, else the record's
+/// value and the milliseconds left of its lease or its replay.
 pub(crate) fn inspected(reply: &Value) -> Result<Option<RecordInfo>, StoreError> {
     let corrupt = || StoreError::corrupt(format!("redis inspect: unexpected reply {reply:?}"));
     let (value, ttl) = match reply {
@@ -42,11 +44,16 @@ pub(crate) fn inspected(reply: &Value) -> Result<Option<RecordInfo>, StoreError>
     };
     if let Some(&state) = value
         .first()
-        .filter(|s| ![IN_FLIGHT, COMPLETED, RELEASED].contains(s))
+        .filter(|s| ![IN_FLIGHT, COMPLETED, RELEASED, TRACED].contains(s))
     {
         return Err(newer_format(state));
     }
-    if value.len() < OUTCOME {
+    let least = if value.first() == Some(&TRACED) {
+        TRACED_OUTCOME
+    } else {
+        OUTCOME
+    };
+    if value.len() < least {
         return Err(corrupt());
     }
     let fingerprint: [u8; 32] = value[FINGERPRINT].try_into().map_err(|_| corrupt())?;
@@ -57,6 +64,10 @@ pub(crate) fn inspected(reply: &Value) -> Result<Option<RecordInfo>, StoreError>
         COMPLETED => RecordInfoState::Completed {
             expires_in: left,
             outcome: Outcome::new(value[OUTCOME..].to_vec()),
+        },
+        TRACED => RecordInfoState::Completed {
+            expires_in: left,
+            outcome: Outcome::new(value[TRACED_OUTCOME..].to_vec()),
         },
         // Not live (the script leaves these out; this keeps the rule here).
         RELEASED => return Ok(None),

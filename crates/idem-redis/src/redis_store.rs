@@ -143,7 +143,7 @@ impl RedisStore {
             mark: Arc::from(format!("{DEFAULT_PREFIX}durable")),
             replication: None,
             trace: DEFAULT_TRACE,
-            layout: KeyLayout::Hex,
+            layout: KeyLayout::Compact,
         }
     }
 
@@ -237,10 +237,11 @@ impl RedisStore {
     /// How long after a completed record expires a retry of it is still
     /// refused ([`Begin::Expired`](idem_core::Begin::Expired), HTTP 412)
     /// rather than run again (default [`DEFAULT_TRACE`], a day;
-    /// `Duration::ZERO` turns it off). The trace is a key of its own,
-    /// `<key>:t`, holding the request's fingerprint, written with the
-    /// record's completion and expiring `trace` after it; removing the
-    /// record removes it too.
+    /// `Duration::ZERO` turns it off). The record carries its trace: its
+    /// key outlives the replay by `trace`, and past the replay it answers
+    /// only "expired" (or "another request", for another fingerprint). A
+    /// trace key of the version before (`<key>:t`, the fingerprint alone)
+    /// is read as such. Removing the record removes its trace too.
     #[must_use]
     pub fn with_expired_trace(mut self, trace: Duration) -> Self {
         self.trace = trace;

@@ -4,20 +4,27 @@
 //!
 //! | bytes | what |
 //! | --- | --- |
-//! | 0 | state: `F` in flight, `C` completed, `R` released or removed |
+//! | 0 | state: `F` in flight, `C` completed, `R` released or removed, `2` completed and traced |
 //! | 1..33 | the request's fingerprint |
 //! | 33..49 | the fencing token, 16 decimal digits (at least) |
-//! | 49.. | the recorded outcome (completed records) |
+//! | 49.. | the recorded outcome (`C` records) |
+//! | 49..62 | `2` records: until when the outcome is replayed, 13 decimal digits of milliseconds on the server's clock |
+//! | 62.. | `2` records: the recorded outcome |
 //!
-//! That is record format 1: its first byte is `F`, `C` or `R`. A later
-//! format starts with another byte (its number, `2` and on), which the
-//! scripts refuse as a newer format (`idem: newer record format`) instead
-//! of misreading it; a later version keeps reading format 1.
+//! Format 1 is the `F`, `C` and `R` records. Format 2 adds the traced
+//! record (first byte `2`): a completed record that carries its own
+//! late-retry trace. Its key lives until its replay ends plus the trace;
+//! until the replay ends it answers as a `C` record, and after, a retry of
+//! it is refused as expired (or as another request) until the key expires.
+//! One key a record instead of a record and a trace key (`<key>:t`, which
+//! the version before wrote, and which every script still reads). A record
+//! whose first byte names a later format (`3` and on) is refused as newer
+//! (`idem: newer record format`) instead of misread.
 
 use std::ops::Range;
 
-/// The record format this version writes and reads.
-pub(crate) const FORMAT: u8 = 1;
+/// The record format this version writes and reads (and every one before).
+pub(crate) const FORMAT: u8 = 2;
 
 /// The state byte of a claim in flight.
 pub(crate) const IN_FLIGHT: u8 = b'F';
@@ -26,18 +33,26 @@ pub(crate) const COMPLETED: u8 = b'C';
 /// The state byte of a record released or removed (kept 1 ms, so that the
 /// next claim's token is drawn above its token).
 pub(crate) const RELEASED: u8 = b'R';
+/// The state byte of a completed record that carries its trace (format 2).
+pub(crate) const TRACED: u8 = b'2';
 /// Where the fingerprint is.
 pub(crate) const FINGERPRINT: Range<usize> = 1..33;
 /// Where the token is.
 pub(crate) const TOKEN: Range<usize> = 33..49;
 /// Where the outcome starts; also the least length of a record.
 pub(crate) const OUTCOME: usize = 49;
+/// Where a traced record's replay deadline is (milliseconds, 13 digits).
+pub(crate) const UNTIL: Range<usize> = 49..62;
+/// Where a traced record's outcome starts; also its least length.
+pub(crate) const TRACED_OUTCOME: usize = 62;
 
 /// The layout as Lua names, put before every script: the state bytes (and
 /// the one-letter strings a script writes), the 1-based inclusive
-/// `string.sub` bounds of the fingerprint, the token and the outcome, the
-/// least length of a record, `refuse_newer`, which refuses a record of a
-/// newer format rather than misread it; over the record's four keys
+/// `string.sub` bounds of the fingerprint, the token, the outcome and a
+/// traced record's deadline and outcome, the least lengths of a record,
+/// `refuse_newer`, which refuses a record of a newer format rather than
+/// misread it; `now_ms` (the server's clock, in milliseconds); over the
+/// record's four keys
 /// (key_layout.rs), `find` (the key holding the record, its trace's key
 /// and the value; else the written layout's keys and nil), `look` (all
 /// four read in one `MGET`, for `begin` and `peek`: the record's key and
@@ -49,15 +64,20 @@ pub(crate) const OUTCOME: usize = 49;
 pub(crate) fn lua_prelude() -> String {
     let tag = |b: u8| char::from(b);
     format!(
-        "local IN_FLIGHT, COMPLETED, RELEASED = {IN_FLIGHT}, {COMPLETED}, {RELEASED}\n\
-         local IN_FLIGHT_TAG, COMPLETED_TAG, RELEASED_TAG = '{}', '{}', '{}'\n\
+        "local IN_FLIGHT, COMPLETED, RELEASED, TRACED = {IN_FLIGHT}, {COMPLETED}, {RELEASED}, {TRACED}\n\
+         local IN_FLIGHT_TAG, COMPLETED_TAG, RELEASED_TAG, TRACED_TAG = '{}', '{}', '{}', '{}'\n\
          local FINGERPRINT_FROM, FINGERPRINT_TO = {}, {}\n\
          local TOKEN_FROM, TOKEN_TO = {}, {}\n\
          local OUTCOME_FROM, LEAST = {}, {OUTCOME}\n\
+         local UNTIL_FROM, UNTIL_TO, TRACED_OUTCOME_FROM, TRACED_LEAST = {}, {}, {}, {TRACED_OUTCOME}\n\
          local function refuse_newer(state)\n\
-         \x20 if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED then\n\
+         \x20 if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED and state ~= TRACED then\n\
          \x20   error('idem: newer record format ' .. string.char(state))\n\
          \x20 end\n\
+         end\n\
+         local function now_ms()\n\
+         \x20 local t = redis.call('TIME')\n\
+         \x20 return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n\
          end\n\
          local function find()\n\
          \x20 local v = redis.call('GET', KEYS[1])\n\
@@ -78,6 +98,28 @@ pub(crate) fn lua_prelude() -> String {
          \x20 if string.sub(KEYS[1], -1) == '}}' then return KEYS[1] end\n\
          \x20 return KEYS[3]\n\
          end\n\
+         local function existing(key, v, fingerprint, durable, want_ttl)\n\
+         \x20 local state = string.byte(v)\n\
+         \x20 refuse_newer(state)\n\
+         \x20 if #v < LEAST or (state == TRACED and #v < TRACED_LEAST) then error('idem: corrupt record') end\n\
+         \x20 if durable == '1' then\n\
+         \x20   local at = redis.call('PEXPIRETIME', key)\n\
+         \x20   if at > 0 then redis.call('PEXPIREAT', key, at) end\n\
+         \x20 end\n\
+         \x20 if string.sub(v, FINGERPRINT_FROM, FINGERPRINT_TO) ~= fingerprint then return {{'M'}} end\n\
+         \x20 if state == IN_FLIGHT then return {{'I', redis.call('PTTL', key)}} end\n\
+         \x20 if state == COMPLETED then\n\
+         \x20   if want_ttl == '1' then return {{'R', string.sub(v, OUTCOME_FROM), redis.call('PTTL', key)}} end\n\
+         \x20   return {{'R', string.sub(v, OUTCOME_FROM)}}\n\
+         \x20 end\n\
+         \x20 if state == TRACED then\n\
+         \x20   local left = tonumber(string.sub(v, UNTIL_FROM, UNTIL_TO)) - now_ms()\n\
+         \x20   if left <= 0 then return {{'E'}} end\n\
+         \x20   if want_ttl == '1' then return {{'R', string.sub(v, TRACED_OUTCOME_FROM), left}} end\n\
+         \x20   return {{'R', string.sub(v, TRACED_OUTCOME_FROM)}}\n\
+         \x20 end\n\
+         \x20 error('idem: corrupt record')\n\
+         end\n\
          local function traced(trace, trace_key, fingerprint, durable)\n\
          \x20 if durable == '1' then\n\
          \x20   local at = redis.call('PEXPIRETIME', trace_key)\n\
@@ -89,11 +131,15 @@ pub(crate) fn lua_prelude() -> String {
         tag(IN_FLIGHT),
         tag(COMPLETED),
         tag(RELEASED),
+        tag(TRACED),
         FINGERPRINT.start + 1,
         FINGERPRINT.end,
         TOKEN.start + 1,
         TOKEN.end,
         OUTCOME + 1,
+        UNTIL.start + 1,
+        UNTIL.end,
+        TRACED_OUTCOME + 1,
     )
 }
 
@@ -131,7 +177,7 @@ mod tests {
                     "{name}.lua spells a range: {line}"
                 );
                 assert!(!spelled("#v < "), "{name}.lua spells a length: {line}");
-                for state in [IN_FLIGHT, COMPLETED, RELEASED] {
+                for state in [IN_FLIGHT, COMPLETED, RELEASED, TRACED] {
                     let letter = format!("'{}' ..", char::from(state));
                     assert!(!line.contains(&letter), "{name}.lua spells a state: {line}");
                     assert!(
@@ -147,14 +193,17 @@ mod tests {
     #[test]
     fn the_prelude_names_the_layout_as_this_file_does() {
         let prelude = lua_prelude();
-        assert!(prelude.contains("local IN_FLIGHT, COMPLETED, RELEASED = 70, 67, 82\n"));
-        assert!(
-            prelude.contains("local IN_FLIGHT_TAG, COMPLETED_TAG, RELEASED_TAG = 'F', 'C', 'R'\n")
-        );
+        assert!(prelude.contains("local IN_FLIGHT, COMPLETED, RELEASED, TRACED = 70, 67, 82, 50\n"));
+        assert!(prelude.contains(
+            "local IN_FLIGHT_TAG, COMPLETED_TAG, RELEASED_TAG, TRACED_TAG = 'F', 'C', 'R', '2'\n"
+        ));
         // 1-based, inclusive bounds in Lua.
         assert!(prelude.contains("local FINGERPRINT_FROM, FINGERPRINT_TO = 2, 33\n"));
         assert!(prelude.contains("local TOKEN_FROM, TOKEN_TO = 34, 49\n"));
         assert!(prelude.contains("local OUTCOME_FROM, LEAST = 50, 49\n"));
+        assert!(prelude.contains(
+            "local UNTIL_FROM, UNTIL_TO, TRACED_OUTCOME_FROM, TRACED_LEAST = 50, 62, 63, 62\n"
+        ));
         for (name, script) in SCRIPTS {
             let uses_layout = [
                 "IN_FLIGHT",

@@ -5,9 +5,15 @@
 local key, _, v = find()
 local state = v and string.byte(v)
 if v then refuse_newer(state) end
-if not v or state == RELEASED then
-  -- traced | remove -> Removed: a late retry runs again.
-  if redis.call('DEL', KEYS[2], KEYS[4]) > 0 then return 1 end
+-- A traced record past its replay is only a trace.
+local trace_only = state == TRACED and #v >= TRACED_LEAST
+  and tonumber(string.sub(v, UNTIL_FROM, UNTIL_TO)) <= now_ms()
+if not v or state == RELEASED or trace_only then
+  -- traced | remove -> Removed: a late retry runs again (its token, drawn
+  -- from the clock, above the removed one's).
+  local removed = redis.call('DEL', KEYS[2], KEYS[4])
+  if trace_only then removed = removed + redis.call('DEL', key) end
+  if removed > 0 then return 1 end
   -- none | remove -> Absent.
   return 0
 end
