@@ -234,7 +234,7 @@ async fn redis_pair_traced(
     replay_cache: bool,
     trace: Duration,
 ) -> Result<(String, String), String> {
-    redis_pair_laid_out(replay_cache, trace, KeyLayout::Hex).await
+    redis_pair_laid_out(replay_cache, trace, KeyLayout::default()).await
 }
 
 /// The redis pair, new records under `layout`'s keys.
@@ -949,11 +949,12 @@ fn run_redis_replay_pair(
     script: &str,
     replay_cache: bool,
 ) -> Result<(), String> {
-    let (bare, idem, round_trip) = rt.block_on(async {
-        let (_, idem) = redis_pair_with(replay_cache).await?;
+    let (bare, naive, idem, round_trip) = rt.block_on(async {
+        let (naive, idem) = redis_pair_with(replay_cache).await?;
+        record_replays(&naive).await?;
         record_replays(&idem).await?;
         let bare = idem_tests::serve(baseline::router(app())).await;
-        Ok::<_, String>((bare, idem, redis_round_trip().await?))
+        Ok::<_, String>((bare, naive, idem, redis_round_trip().await?))
     })?;
     println!("  one Redis round trip (PING) from this process, median of 1000: {round_trip:.0} us");
     let (label, name) = if replay_cache {
@@ -964,8 +965,12 @@ fn run_redis_replay_pair(
     compare_on_redis(
         rt,
         label,
-        ["without idem (a debit)", name],
-        [&bare, &idem],
+        [
+            "without idem (a debit)",
+            "SET NX refused + GET (least design's replay)",
+            name,
+        ],
+        [&bare, &naive, &idem],
         script,
     )
 }

@@ -112,6 +112,11 @@ impl PrivateRedis {
         private
     }
 
+    /// The server's process id (0 while it is not running).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, std::process::Child::id)
+    }
+
     /// The server's port.
     pub fn port(&self) -> u16 {
         self.port

@@ -18,7 +18,7 @@ use crate::scripts::{eval_key, evalsha, is_corrupt, is_no_script, newer_format, 
 use crate::transaction::RedisTransaction;
 use crate::wake::Wakes;
 use crate::wire::Connection;
-use crate::{operations, slot, wire};
+use crate::{operations, slot};
 
 /// The channel a store's changes are published on.
 pub(crate) fn channel(prefix: &str) -> Arc<str> {
@@ -256,13 +256,15 @@ impl RedisStore {
         self
     }
 
-    /// The trace's length as the scripts take it: milliseconds, `0` for none.
-    pub(crate) fn trace_ms<'b>(&self, buf: &'b mut itoa::Buffer) -> &'b [u8] {
+    /// The trace's length as the scripts take it and a traced record keeps
+    /// it: 13 decimal digits of milliseconds (at most 10^13 - 1, some 317
+    /// years), or `0` for none.
+    pub(crate) fn trace_ms(&self) -> String {
         if self.trace.is_zero() {
-            b"0"
-        } else {
-            wire::ms(self.trace, buf)
+            return "0".to_owned();
         }
+        let ms = self.trace.as_nanos().div_ceil(1_000_000);
+        format!("{:013}", ms.min(9_999_999_999_999))
     }
 
     pub(crate) async fn invoke(

@@ -3,23 +3,25 @@
 
 use redis::Script;
 
-/// `begin(fingerprint, lease_ms, want_ttl, durable)`. A new key is claimed by `TIME` and
-/// `SET NX` alone; only an existing record is read. A fresh claim replies
-/// with its token as a string, every other answer is a tagged array.
+/// `begin(fingerprint, lease_ms, want_ttl, durable)`. A new key is claimed
+/// by reading its keys (one `MGET`), `TIME` and `SET`. A fresh claim
+/// replies with its token as a string, every other answer is a tagged
+/// array.
 ///
-/// A record is one string: state (`F` in flight, `C` completed, `R`
-/// released), fingerprint (32 bytes), fencing token (16 decimal digits of
-/// server-clock microseconds), then the outcome of a completed record. The
-/// key's own expiry is the lease deadline (in flight) or the TTL (completed),
-/// so no script needs the clock to know whether a lease is alive: an expired
-/// lease is a missing key.
+/// A record is one string ([`crate::value_layout`]): state (`F` in flight,
+/// `C` completed, `R` released, `2` completed and carrying its trace),
+/// fingerprint (32 bytes), fencing token (16 decimal digits of server-clock
+/// microseconds), then the outcome of a completed record. The key's own
+/// expiry is the lease deadline (in flight), the TTL (completed), or the
+/// TTL and the trace, so no script needs the clock to know whether a lease
+/// is alive: an expired lease is a missing key.
 pub(crate) const BEGIN: &str = include_str!("lua/begin.lua");
 
 /// `complete(token, ttl_ms, outcome, channel, trace_ms)`: 1 done (now, or
-/// before by this token), 0 lost. A completion also writes the record's
-/// trace (its fingerprint, under `<key>:t`), which outlives the record by
-/// `trace_ms`: while it lasts, `begin` answers a retry of the expired record
-/// `Expired` instead of claiming it again.
+/// before by this token), 0 lost. With a trace, the completed record
+/// carries it (record format 2): its key outlives the replay by
+/// `trace_ms`, and in that time `begin` answers a retry of it `Expired`
+/// instead of claiming it again.
 pub(crate) const COMPLETE: &str = include_str!("lua/complete.lua");
 
 /// `release(token)`: the lease ends now. The record stays a millisecond as

@@ -155,7 +155,7 @@ impl RedisStore {
                 ms(ttl, &mut itoa::Buffer::new()),
                 outcome.as_bytes(),
                 self.channel.as_bytes(),
-                self.trace_ms(&mut itoa::Buffer::new()),
+                self.trace_ms().as_bytes(),
             ],
         )
         .await

@@ -8,14 +8,15 @@
 //! | 1..33 | the request's fingerprint |
 //! | 33..49 | the fencing token, 16 decimal digits (at least) |
 //! | 49.. | the recorded outcome (`C` records) |
-//! | 49..62 | `2` records: until when the outcome is replayed, 13 decimal digits of milliseconds on the server's clock |
+//! | 49..62 | `2` records: the trace, how long the key outlives the replay, 13 decimal digits of milliseconds |
 //! | 62.. | `2` records: the recorded outcome |
 //!
 //! Format 1 is the `F`, `C` and `R` records. Format 2 adds the traced
 //! record (first byte `2`): a completed record that carries its own
-//! late-retry trace. Its key lives until its replay ends plus the trace;
-//! until the replay ends it answers as a `C` record, and after, a retry of
-//! it is refused as expired (or as another request) until the key expires.
+//! late-retry trace. Its key lives its TTL and then the trace: while more
+//! than the trace is left of the key's time to live it answers as a `C`
+//! record, and after, a retry of it is refused as expired (or as another
+//! request) until the key expires.
 //! One key a record instead of a record and a trace key (`<key>:t`, which
 //! the version before wrote, and which every script still reads). A record
 //! whose first byte names a later format (`3` and on) is refused as newer
@@ -41,8 +42,9 @@ pub(crate) const FINGERPRINT: Range<usize> = 1..33;
 pub(crate) const TOKEN: Range<usize> = 33..49;
 /// Where the outcome starts; also the least length of a record.
 pub(crate) const OUTCOME: usize = 49;
-/// Where a traced record's replay deadline is (milliseconds, 13 digits).
-pub(crate) const UNTIL: Range<usize> = 49..62;
+/// Where a traced record's trace is: how long its key outlives its replay
+/// (milliseconds, 13 digits).
+pub(crate) const TRACE: Range<usize> = 49..62;
 /// Where a traced record's outcome starts; also its least length.
 pub(crate) const TRACED_OUTCOME: usize = 62;
 
@@ -51,8 +53,8 @@ pub(crate) const TRACED_OUTCOME: usize = 62;
 /// `string.sub` bounds of the fingerprint, the token, the outcome and a
 /// traced record's deadline and outcome, the least lengths of a record,
 /// `refuse_newer`, which refuses a record of a newer format rather than
-/// misread it; `now_ms` (the server's clock, in milliseconds); over the
-/// record's four keys
+/// misread it; `replay_left` (what is left of a traced record's replay:
+/// its key's time to live less its trace); over the record's four keys
 /// (key_layout.rs), `find` (the key holding the record, its trace's key
 /// and the value; else the written layout's keys and nil), `look` (all
 /// four read in one `MGET`, for `begin` and `peek`: the record's key and
@@ -69,15 +71,14 @@ pub(crate) fn lua_prelude() -> String {
          local FINGERPRINT_FROM, FINGERPRINT_TO = {}, {}\n\
          local TOKEN_FROM, TOKEN_TO = {}, {}\n\
          local OUTCOME_FROM, LEAST = {}, {OUTCOME}\n\
-         local UNTIL_FROM, UNTIL_TO, TRACED_OUTCOME_FROM, TRACED_LEAST = {}, {}, {}, {TRACED_OUTCOME}\n\
+         local TRACE_FROM, TRACE_TO, TRACED_OUTCOME_FROM, TRACED_LEAST = {}, {}, {}, {TRACED_OUTCOME}\n\
          local function refuse_newer(state)\n\
          \x20 if state ~= IN_FLIGHT and state ~= COMPLETED and state ~= RELEASED and state ~= TRACED then\n\
          \x20   error('idem: newer record format ' .. string.char(state))\n\
          \x20 end\n\
          end\n\
-         local function now_ms()\n\
-         \x20 local t = redis.call('TIME')\n\
-         \x20 return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n\
+         local function replay_left(key, v)\n\
+         \x20 return redis.call('PTTL', key) - tonumber(string.sub(v, TRACE_FROM, TRACE_TO))\n\
          end\n\
          local function find()\n\
          \x20 local v = redis.call('GET', KEYS[1])\n\
@@ -113,7 +114,7 @@ pub(crate) fn lua_prelude() -> String {
          \x20   return {{'R', string.sub(v, OUTCOME_FROM)}}\n\
          \x20 end\n\
          \x20 if state == TRACED then\n\
-         \x20   local left = tonumber(string.sub(v, UNTIL_FROM, UNTIL_TO)) - now_ms()\n\
+         \x20   local left = replay_left(key, v)\n\
          \x20   if left <= 0 then return {{'E'}} end\n\
          \x20   if want_ttl == '1' then return {{'R', string.sub(v, TRACED_OUTCOME_FROM), left}} end\n\
          \x20   return {{'R', string.sub(v, TRACED_OUTCOME_FROM)}}\n\
@@ -137,8 +138,8 @@ pub(crate) fn lua_prelude() -> String {
         TOKEN.start + 1,
         TOKEN.end,
         OUTCOME + 1,
-        UNTIL.start + 1,
-        UNTIL.end,
+        TRACE.start + 1,
+        TRACE.end,
         TRACED_OUTCOME + 1,
     )
 }
@@ -202,7 +203,7 @@ mod tests {
         assert!(prelude.contains("local TOKEN_FROM, TOKEN_TO = 34, 49\n"));
         assert!(prelude.contains("local OUTCOME_FROM, LEAST = 50, 49\n"));
         assert!(prelude.contains(
-            "local UNTIL_FROM, UNTIL_TO, TRACED_OUTCOME_FROM, TRACED_LEAST = 50, 62, 63, 62\n"
+            "local TRACE_FROM, TRACE_TO, TRACED_OUTCOME_FROM, TRACED_LEAST = 50, 62, 63, 62\n"
         ));
         for (name, script) in SCRIPTS {
             let uses_layout = [

@@ -43,8 +43,7 @@ end
 -- in flight, holder's token | complete -> Completed, with the writes.
 local trace_ms = ARGV[#ARGV]
 if trace_ms ~= '0' then
-  local until_ms = now_ms() + tonumber(ARGV[2])
-  redis.call('SET', key, TRACED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. string.format('%013.0f', until_ms) .. ARGV[3], 'PX', ARGV[2] + trace_ms)
+  redis.call('SET', key, TRACED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. trace_ms .. ARGV[3], 'PX', ARGV[2] + trace_ms)
 else
   redis.call('SET', key, COMPLETED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. ARGV[3], 'PX', ARGV[2])
 end

@@ -11,12 +11,11 @@ local v = redis.call('GET', key)
 if not v or string.sub(v, TOKEN_FROM, TOKEN_TO) ~= ARGV[1] then return 0 end
 local state = string.byte(v)
 -- in flight, holder's token | complete -> Completed: completed until now +
--- ttl; with a trace, one key that carries it (TRACED): replayed until now +
--- ttl, then refused as expired for trace_ms more.
+-- ttl; with a trace (trace_ms, 13 digits), one key that carries it
+-- (TRACED): replayed for ttl, then refused as expired for trace_ms more.
 if state == IN_FLIGHT then
   if ARGV[5] ~= '0' then
-    local until_ms = now_ms() + tonumber(ARGV[2])
-    redis.call('SET', key, TRACED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. string.format('%013.0f', until_ms) .. ARGV[3], 'PX', ARGV[2] + ARGV[5])
+    redis.call('SET', key, TRACED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. ARGV[5] .. ARGV[3], 'PX', ARGV[2] + ARGV[5])
   else
     redis.call('SET', key, COMPLETED_TAG .. string.sub(v, FINGERPRINT_FROM, TOKEN_TO) .. ARGV[3], 'PX', ARGV[2])
   end

@@ -5,7 +5,7 @@
 local key, _, v = find()
 if not v or string.byte(v) == RELEASED then return 0 end
 if string.byte(v) == TRACED and #v >= TRACED_LEAST then
-  local left = tonumber(string.sub(v, UNTIL_FROM, UNTIL_TO)) - now_ms()
+  local left = replay_left(key, v)
   if left <= 0 then return 0 end
   return {v, left}
 end

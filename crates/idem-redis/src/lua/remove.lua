@@ -6,8 +6,7 @@ local key, _, v = find()
 local state = v and string.byte(v)
 if v then refuse_newer(state) end
 -- A traced record past its replay is only a trace.
-local trace_only = state == TRACED and #v >= TRACED_LEAST
-  and tonumber(string.sub(v, UNTIL_FROM, UNTIL_TO)) <= now_ms()
+local trace_only = state == TRACED and #v >= TRACED_LEAST and replay_left(key, v) <= 0
 if not v or state == RELEASED or trace_only then
   -- traced | remove -> Removed: a late retry runs again (its token, drawn
   -- from the clock, above the removed one's).
