@@ -52,6 +52,8 @@ use idem_postgres::PgStore;
 
 #[path = "common/baseline.rs"]
 mod baseline;
+#[path = "common/fenced_floor.rs"]
+mod fenced_floor;
 #[path = "common/mysql_pair.rs"]
 mod mysql_pair;
 #[path = "common/naive.rs"]
@@ -872,6 +874,40 @@ fn run_redis_pair(rt: &tokio::runtime::Runtime, label: &str, script: &str) -> Re
 
 /// What the late-retry trace costs: the redis pair's baseline, idem with
 /// traces (the default) and idem without (`with_expired_trace(ZERO)`).
+/// The price of fencing on Redis: the least design (`SET NX` + `SET`), the
+/// least design that fences (two minimal scripts, `fenced_floor.rs`), and
+/// idem.
+fn run_redis_floor_trio(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
+    let (naive, fenced, idem) = rt.block_on(async {
+        let (naive, idem) = redis_pair().await?;
+        let url = idem_tests::redis_url();
+        let redis = redis::aio::ConnectionManager::new(
+            redis::Client::open(url.as_str()).map_err(|e| e.to_string())?,
+        )
+        .await
+        .map_err(|e| format!("redis at {url}: {e}"))?;
+        let fenced = naive_router(Naive {
+            app: app_on(MemoryStore::new()),
+            keys: fenced_floor::FencedKeys::new(
+                redis,
+                format!("idem-bench:{}:fenced:", std::process::id()),
+            ),
+        });
+        Ok::<_, String>((naive, idem_tests::serve(fenced).await, idem))
+    })?;
+    compare_on_redis(
+        rt,
+        "redis-floor",
+        [
+            "SET NX + SET (least design)",
+            "two minimal scripts (least fenced design)",
+            "with idem (RedisStore)",
+        ],
+        [&naive, &fenced, &idem],
+        script,
+    )
+}
+
 fn run_redis_trace_trio(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
     let ((naive, traced), (_, untraced)) = rt.block_on(async {
         let traced = redis_pair_traced(false, idem_redis::DEFAULT_TRACE).await?;
@@ -1282,7 +1318,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core|redis-replicated-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-floor|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core|redis-replicated-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -1329,6 +1365,9 @@ fn main() -> ExitCode {
         }
         if wanted("redis") {
             run_redis_pair(&rt, "redis", &script)?;
+        }
+        if wanted("redis-floor") {
+            run_redis_floor_trio(&rt, &script)?;
         }
         if wanted("redis-trace") {
             run_redis_trace_trio(&rt, &script)?;
