@@ -26,10 +26,17 @@
 //! core 1 and this process on core 0. `-- mariadb` runs idem on MariaDB
 //! (`MySqlStore`) against `INSERT IGNORE` + `UPDATE` on the same server.
 //!
+//! `-- peer` and `-- peer-redis` put the strongest Rust peer, the
+//! `idempotent` crate's tower layer (`tests/peer-idempotent`, a crate of its
+//! own that this bench builds), between the route without idem (on Redis:
+//! the least design) and idem, on memory and on the same Redis.
+//! `-- redis-floor` puts the least design that fences (two minimal scripts,
+//! `common/fenced_floor.rs`) between the least design and idem.
+//!
 //! `-- replay` and `-- redis-replay` record 500 requests first and then
 //! send only those: every request idem answers is a replay (on memory, or
-//! on Redis), against the bare route running a debit each time (and, on
-//! memory, the least design answering with the body it recorded);
+//! on Redis), against the bare route running a debit each time and the
+//! least design answering with the body it recorded;
 //! `-- redis-replay-cached` the same with the store's replay cache
 //! (`RedisStore::with_replay_cache`). Every
 //! round reports the median and 99th percentile latency beside its rate.
@@ -1312,6 +1319,34 @@ fn run_peer_redis(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), Stri
     compared
 }
 
+/// The pairs on one Redis that `wanted` names.
+fn run_redis_pairs(
+    rt: &tokio::runtime::Runtime,
+    wanted: &dyn Fn(&str) -> bool,
+    script: &str,
+    replay_script: &str,
+) -> Result<(), String> {
+    if wanted("redis") {
+        run_redis_pair(rt, "redis", script)?;
+    }
+    if wanted("redis-floor") {
+        run_redis_floor_trio(rt, script)?;
+    }
+    if wanted("redis-trace") {
+        run_redis_trace_trio(rt, script)?;
+    }
+    if wanted("redis-layouts") {
+        run_redis_layouts_trio(rt, script)?;
+    }
+    if wanted("redis-replay") {
+        run_redis_replay_pair(rt, replay_script, false)?;
+    }
+    if wanted("redis-replay-cached") {
+        run_redis_replay_pair(rt, replay_script, true)?;
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass other
     // flags: only run the load when asked to benchmark.
@@ -1363,24 +1398,7 @@ fn main() -> ExitCode {
         if wanted("replay") {
             run_replay_pair(&rt, &replay_script)?;
         }
-        if wanted("redis") {
-            run_redis_pair(&rt, "redis", &script)?;
-        }
-        if wanted("redis-floor") {
-            run_redis_floor_trio(&rt, &script)?;
-        }
-        if wanted("redis-trace") {
-            run_redis_trace_trio(&rt, &script)?;
-        }
-        if wanted("redis-layouts") {
-            run_redis_layouts_trio(&rt, &script)?;
-        }
-        if wanted("redis-replay") {
-            run_redis_replay_pair(&rt, &replay_script, false)?;
-        }
-        if wanted("redis-replay-cached") {
-            run_redis_replay_pair(&rt, &replay_script, true)?;
-        }
+        run_redis_pairs(&rt, &wanted, &script, &replay_script)?;
         if wanted("redis-fenced") {
             run_redis_fenced_pair(&rt, &script)?;
         }

@@ -168,7 +168,7 @@ async fn a_redis_record_carries_its_trace_in_one_key() {
     else {
         panic!("a new key is claimed");
     };
-    let ttl = Duration::from_secs(60);
+    let ttl = Duration::from_mins(1);
     store
         .complete(
             c.record_id(),

@@ -3,9 +3,10 @@
 //! A [`Store`](idem_core::Store) for idem on Redis and Redis Cluster, for services that run
 //! many instances.
 //!
-//! - **One key per record**, `<prefix>{<hex record id>}`, or with
-//!   [`KeyLayout::Compact`] `<prefix>{<slot tag>}<base64url id>`, 29 bytes
-//!   shorter: the hash tag keeps a record in one slot, so it works on Redis
+//! - **One key per record**, its late-retry trace included:
+//!   `<prefix>{<slot tag>}<base64url id>` ([`KeyLayout::Compact`], the
+//!   default), or `<prefix>{<hex record id>}` ([`KeyLayout::Hex`], 29 bytes
+//!   longer): the hash tag keeps a record in one slot, so it works on Redis
 //!   Cluster unchanged, and both layouts of a record share that slot, so
 //!   every script finds a record under either.
 //! - **One script call per transition** (`EVALSHA`; on `NOSCRIPT` the script is
@@ -16,7 +17,8 @@
 //!   or its TTL (completed), so application clocks never matter. Expiries are
 //!   whole milliseconds, rounded up.
 //! - **A compact record**: one string of state (1 byte), fingerprint (32),
-//!   fencing token (16 digits), then the recorded outcome.
+//!   fencing token (16 digits), for a completed record that carries its
+//!   trace the trace's length (13 digits), then the recorded outcome.
 //! - **Writes that land with the record**: a [`RedisTransaction`]
 //!   ([`RedisStore::transaction`]) stages the operation's own writes and
 //!   commits them with the record's completion in one script call, only
