@@ -33,7 +33,11 @@ async fn memory_per_record_with_a_200_byte_response() {
         .query_async(&mut con)
         .await
         .expect("KEYS");
-    assert_eq!(keys, std::slice::from_ref(&key), "one key a record, trace included");
+    assert_eq!(
+        keys,
+        std::slice::from_ref(&key),
+        "one key a record, trace included"
+    );
     let usage: u64 = redis::cmd("MEMORY")
         .arg("USAGE")
         .arg(&key)
