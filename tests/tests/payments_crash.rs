@@ -233,7 +233,13 @@ async fn claimed_on_redis(account: &str, key: &str) {
         &idem_core::Scope::new(account),
         &idem_core::IdempotencyKey::parse(key).expect("key"),
     );
-    let record = format!("payments:idem:{{{}}}", id.to_hex());
+    // Under the key the example's store writes it (its prefix, the default
+    // layout).
+    let record = idem_redis::RedisStore::connect(&redis_url())
+        .await
+        .expect("redis")
+        .with_prefix("payments:idem:")
+        .key(&id);
     let mut c = idem_tests::redis_connection(&redis_url()).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {

@@ -355,3 +355,51 @@ async fn an_engine_record_of_the_previous_version_replays_and_a_newer_one_is_ref
         other => panic!("a record of a newer format: {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_resent_after_its_record_expired_records_nothing() {
+    // A record that carries its trace outlives its replay; past it, the
+    // holder's token no longer holds anything: a resent completion (or
+    // commit) is a lost lease, as on a record whose key expired.
+    for (url, what) in [(redis_url(), "redis"), (valkey_url(), "valkey")] {
+        let store = idem_redis::RedisStore::connect(&url)
+            .await
+            .expect(what)
+            .with_prefix(&unique_prefix("formats-resent"));
+        let c = call("resent");
+        let Ok(Begin::Acquired(lease)) = store
+            .begin(c.record_id(), c.fingerprint(), Duration::from_mins(1))
+            .await
+        else {
+            panic!("{what}: a new key is claimed");
+        };
+        let outcome = Outcome::new(RESPONSE_V1.to_vec());
+        let ttl = Duration::from_millis(20);
+        store
+            .complete(c.record_id(), &lease, &outcome, ttl)
+            .await
+            .expect("complete");
+        // Resent while it replays: done before by this token.
+        let again = store.complete(c.record_id(), &lease, &outcome, ttl).await;
+        assert!(again.is_ok(), "{what}: {again:?}");
+        // Wait until only its trace is left.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !matches!(
+            store
+                .begin(c.record_id(), c.fingerprint(), Duration::from_mins(1))
+                .await,
+            Ok(Begin::Expired)
+        ) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: never expired"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let late = store.complete(c.record_id(), &lease, &outcome, ttl).await;
+        assert!(
+            matches!(&late, Err(e) if e.is_lease_lost()),
+            "{what}: {late:?}"
+        );
+    }
+}

@@ -72,10 +72,10 @@ impl Scripts {
     }
 }
 
-/// `source` with the record's layout put before it (after its `#!lua`
-/// line, which must stay first).
+/// `source` with the record's layout and the helpers it calls put before it
+/// (after its `#!lua` line, which must stay first).
 fn with_layout(source: &str) -> Script {
-    let prelude = crate::value_layout::lua_prelude();
+    let prelude = crate::value_layout::lua_prelude_for(source);
     let (shebang, body) = match source.strip_prefix("#!") {
         Some(_) => source.split_once('\n').unwrap_or((source, "")),
         None => ("", source),

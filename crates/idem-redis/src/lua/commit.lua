@@ -20,7 +20,7 @@ if not v or string.sub(v, TOKEN_FROM, TOKEN_TO) ~= ARGV[1] then return 0 end
 local state = string.byte(v)
 -- completed by the holder's token | complete -> Completed: a resent commit,
 -- nothing applied again.
-if state == COMPLETED or state == TRACED then return 2 end
+if state == COMPLETED or (state == TRACED and replay_left(key, v) > 0) then return 2 end
 if state ~= IN_FLIGHT then return 0 end
 local n = tonumber(ARGV[5])
 for i = 1, n do

@@ -22,7 +22,9 @@ if state == IN_FLIGHT then
   if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], wake_key()) end
   return 1
 end
--- completed by the holder's token | complete -> Completed: first outcome kept.
-if state == COMPLETED or state == TRACED then return 1 end
--- anything else | complete -> LeaseLost (released by this token).
+-- completed by the holder's token | complete -> Completed: first outcome
+-- kept. (A traced record past its replay is expired: below.)
+if state == COMPLETED or (state == TRACED and replay_left(key, v) > 0) then return 1 end
+-- anything else | complete -> LeaseLost (released by this token, or
+-- expired: only its trace is left).
 return 0
