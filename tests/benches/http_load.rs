@@ -182,11 +182,7 @@ impl NaiveKeys for RedisKeys {
     }
 
     async fn recorded(&self, key: &str) -> Result<Option<bytes::Bytes>, String> {
-        let value: Option<Vec<u8>> = redis::cmd("GET")
-            .arg(format!("{}{key}", self.prefix))
-            .query_async(&mut self.redis.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        let value = fenced_floor::get(&self.redis, &format!("{}{key}", self.prefix)).await?;
         Ok(value.filter(|v| !v.is_empty()).map(bytes::Bytes::from))
     }
 }

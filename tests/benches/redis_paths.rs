@@ -34,29 +34,6 @@ fn call(round: usize, path: &str, i: usize) -> Call {
     )
 }
 
-/// `(calls, usec)` of each command since the last reset.
-async fn stats(con: &mut redis::aio::MultiplexedConnection) -> BTreeMap<String, (f64, f64)> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(con)
-        .await
-        .expect("INFO");
-    info.lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            let field = |f: &str| -> Option<f64> {
-                rest.split(',')
-                    .find_map(|kv| kv.strip_prefix(f))?
-                    .parse()
-                    .ok()
-            };
-            Some((name.to_owned(), (field("calls=")?, field("usec=")?)))
-        })
-        .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
-        .collect()
-}
-
 async fn reset(con: &mut redis::aio::MultiplexedConnection) {
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -120,7 +97,7 @@ async fn path(
     pid: u32,
     name: &str,
     round: usize,
-) -> (BTreeMap<String, (f64, f64)>, f64) {
+) -> (BTreeMap<String, (u64, u64)>, f64) {
     let ttl = Duration::from_mins(10);
     let lease = Duration::from_mins(1);
     match name {
@@ -164,7 +141,8 @@ async fn path(
     // Ticks are 10 ms; a path's few seconds of Redis CPU are far below 2^32.
     let used = u32::try_from(ticks(pid) - before).unwrap_or(u32::MAX);
     let cpu = f64::from(used) * 1e4 / f64::from(N);
-    (stats(con).await, cpu)
+    let stats = idem_tests::redis_command_stats(con).await;
+    (stats, cpu)
 }
 
 /// Each command's (calls per request, usec per call), one a round.
@@ -199,6 +177,9 @@ fn main() {
             for name in paths {
                 let (stats, per_request) = path(&store, &mut con, pid, name, round).await;
                 for (command, (calls, usec)) in stats {
+                    // Counts of a few seconds' calls are far below 2^32.
+                    let calls = f64::from(u32::try_from(calls).unwrap_or(u32::MAX));
+                    let usec = f64::from(u32::try_from(usec).unwrap_or(u32::MAX));
                     seen.entry(name)
                         .or_default()
                         .entry(command)

@@ -48,8 +48,8 @@ pub(crate) use postgres::drop_stale_schemas;
 pub use postgres::{database_url, pg_pool, pg_store, unique_schema, PgStatementCounter};
 pub use private_mariadb::PrivateMariaDb;
 pub use redis::{
-    redis_cluster_nodes, redis_command_calls, redis_connection, redis_url, valkey_cluster_nodes,
-    valkey_url, PrivateRedis,
+    redis_cluster_nodes, redis_command_calls, redis_command_stats, redis_connection, redis_url,
+    valkey_cluster_nodes, valkey_url, PrivateRedis,
 };
 pub use server::Server;
 pub use serving::{serve, serve_actix};

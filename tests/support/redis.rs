@@ -26,6 +26,18 @@ pub async fn redis_connection(url: &str) -> ::redis::aio::MultiplexedConnection 
 pub async fn redis_command_calls(
     con: &mut ::redis::aio::MultiplexedConnection,
 ) -> std::collections::BTreeMap<String, u64> {
+    redis_command_stats(con)
+        .await
+        .into_iter()
+        .map(|(name, (calls, _))| (name, calls))
+        .collect()
+}
+
+/// `INFO commandstats` as (command, (calls, microseconds of Redis CPU in
+/// all)), without the `INFO` and `CONFIG` the tests send themselves.
+pub async fn redis_command_stats(
+    con: &mut ::redis::aio::MultiplexedConnection,
+) -> std::collections::BTreeMap<String, (u64, u64)> {
     let info: String = ::redis::cmd("INFO")
         .arg("commandstats")
         .query_async(con)
@@ -35,13 +47,13 @@ pub async fn redis_command_calls(
         .filter_map(|l| l.strip_prefix("cmdstat_"))
         .filter_map(|l| {
             let (name, rest) = l.split_once(':')?;
-            let calls = rest
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
+            let field = |f: &str| -> Option<u64> {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(f))?
+                    .parse()
+                    .ok()
+            };
+            Some((name.to_owned(), (field("calls=")?, field("usec=")?)))
         })
         .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
         .collect()

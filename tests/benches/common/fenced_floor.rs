@@ -90,13 +90,21 @@ impl NaiveKeys for FencedKeys {
     }
 
     async fn recorded(&self, key: &str) -> Result<Option<bytes::Bytes>, String> {
-        let value: Option<Vec<u8>> = redis::cmd("GET")
-            .arg(format!("{}{key}", self.prefix))
-            .query_async(&mut self.redis.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        let value = get(&self.redis, &format!("{}{key}", self.prefix)).await?;
         Ok(value
             .and_then(|v| v.strip_prefix(b"R").map(<[u8]>::to_vec))
             .map(bytes::Bytes::from))
     }
+}
+
+/// `GET key`.
+pub(crate) async fn get(
+    redis: &redis::aio::ConnectionManager,
+    key: &str,
+) -> Result<Option<Vec<u8>>, String> {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut redis.clone())
+        .await
+        .map_err(|e| e.to_string())
 }
