@@ -17,7 +17,7 @@ use crate::replication::Replication;
 use crate::scripts::{eval_key, evalsha, is_corrupt, is_no_script, newer_format, Scripts};
 use crate::transaction::RedisTransaction;
 use crate::wake::Wakes;
-use crate::wire::Connection;
+use crate::wire::{Connection, TraceText};
 use crate::{operations, slot};
 
 /// The channel a store's changes are published on.
@@ -256,15 +256,9 @@ impl RedisStore {
         self
     }
 
-    /// The trace's length as the scripts take it and a traced record keeps
-    /// it: 13 decimal digits of milliseconds (at most 10^13 - 1, some 317
-    /// years), or `0` for none.
-    pub(crate) fn trace_ms(&self) -> String {
-        if self.trace.is_zero() {
-            return "0".to_owned();
-        }
-        let ms = self.trace.as_nanos().div_ceil(1_000_000);
-        format!("{:013}", ms.min(9_999_999_999_999))
+    /// The trace's length as the scripts take it ([`TraceText`]).
+    pub(crate) fn trace_ms(&self) -> TraceText {
+        TraceText::new(self.trace)
     }
 
     pub(crate) async fn invoke(

@@ -248,7 +248,7 @@ impl StoreTransaction for RedisTransaction {
             }
             eval.arg(&tagged[..]);
         }
-        eval.arg(store.trace_ms());
+        eval.arg(store.trace_ms().as_bytes());
         match store.eval("commit", script, &eval).await? {
             Value::Int(1 | 2) => Ok(()),
             Value::Int(0) => Err(StoreError::lease_lost()),

@@ -119,11 +119,11 @@ pub(crate) struct TokenText {
 impl TokenText {
     pub(crate) fn new(token: FencingToken) -> Self {
         let mut digits = [b'0'; 20];
-        let mut buf = itoa::Buffer::new();
-        let text = buf.format(token.0).as_bytes();
-        let start = (20 - text.len()).min(4);
-        digits[20 - text.len()..].copy_from_slice(text);
-        Self { digits, start }
+        let len = right_aligned(token.0, &mut digits);
+        Self {
+            digits,
+            start: (20 - len).min(4),
+        }
     }
 
     pub(crate) fn as_bytes(&self) -> &[u8] {
@@ -131,9 +131,62 @@ impl TokenText {
     }
 }
 
+/// A trace's length as the scripts take it and a traced record keeps it:
+/// 13 decimal digits of milliseconds, rounded up (at most 10^13 - 1, some
+/// 317 years), or `0` for no trace.
+pub(crate) struct TraceText {
+    digits: [u8; 13],
+    none: bool,
+}
+
+impl TraceText {
+    pub(crate) fn new(trace: Duration) -> Self {
+        let mut digits = [b'0'; 13];
+        let ms = micros(trace).div_ceil(1000);
+        right_aligned(ms.min(9_999_999_999_999), &mut digits);
+        Self {
+            digits,
+            none: trace.is_zero(),
+        }
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        if self.none {
+            b"0"
+        } else {
+            &self.digits
+        }
+    }
+}
+
+/// Writes `n`'s decimal digits at the end of `out` (which holds enough of
+/// them); how many.
+fn right_aligned(n: u64, out: &mut [u8]) -> usize {
+    let mut buf = itoa::Buffer::new();
+    let text = buf.format(n).as_bytes();
+    let room = out.len();
+    let shown = text.len().min(room);
+    out[room - shown..].copy_from_slice(&text[text.len() - shown..]);
+    text.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traces_are_spelled_with_thirteen_digits_or_zero_for_none() {
+        let text = |d: Duration| String::from_utf8(TraceText::new(d).as_bytes().to_vec());
+        assert_eq!(text(Duration::ZERO).as_deref(), Ok("0"));
+        assert_eq!(
+            text(Duration::from_hours(24)).as_deref(),
+            Ok("0000086400000")
+        );
+        assert_eq!(
+            text(Duration::from_micros(1500)).as_deref(),
+            Ok("0000000000002")
+        );
+    }
 
     #[test]
     fn tokens_are_spelled_with_at_least_sixteen_digits() {

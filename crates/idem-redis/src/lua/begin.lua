@@ -6,11 +6,11 @@
 -- The record is one string: state (IN_FLIGHT, COMPLETED, RELEASED, or
 -- TRACED: completed, carrying its own trace), fingerprint, fencing token
 -- (16 digits), then the outcome of a completed record (a traced record's
--- after its replay deadline); its layout's names come before every script,
+-- after its trace's length); its layout's names come before every script,
 -- from value_layout.rs.
 -- The key expires with the lease (in flight), the TTL (completed) or the
 -- TTL and the trace (traced), so a record that is not live is a missing
--- key (or 'R', kept 1 ms, or a traced record past its replay deadline).
+-- key (or 'R', kept 1 ms, or a traced record past its replay).
 -- Each branch names its row of idem_core::machine's table.
 local function clock()
   local t = redis.call('TIME')
