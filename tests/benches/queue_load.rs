@@ -81,21 +81,32 @@ fn bare(data: &[u8], handled: &AtomicUsize) {
 enum Variant {
     Bare,
     Memory,
+    /// The store's default: claims and completions asked for at once share
+    /// script calls.
     Redis,
+    /// Each claim and completion a script call of its own
+    /// (`with_batching(false)`), as the version before did.
+    RedisAlone,
 }
 
-const VARIANTS: [Variant; 3] = [Variant::Bare, Variant::Memory, Variant::Redis];
+const VARIANTS: [Variant; 4] = [
+    Variant::Bare,
+    Variant::Memory,
+    Variant::Redis,
+    Variant::RedisAlone,
+];
 
 async fn engine(variant: Variant, broker: &str, round: usize) -> Engine {
     match variant {
-        Variant::Redis => {
+        Variant::Redis | Variant::RedisAlone => {
             let store = idem_redis::RedisStore::connect("redis://127.0.0.1:6379")
                 .await
                 .expect("redis")
                 .with_prefix(&format!(
-                    "idem-bench:queue:{}:{broker}:{round}:",
+                    "idem-bench:queue:{}:{broker}:{round}:{variant:?}:",
                     std::process::id()
-                ));
+                ))
+                .with_batching(variant == Variant::Redis);
             Engine::new(store)
         }
         _ => Engine::new(MemoryStore::new()),
@@ -379,6 +390,19 @@ fn entries(read: &redis::Value) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// `EVALSHA` calls and their microseconds of Redis CPU between two
+/// readings of `INFO commandstats`.
+fn script_calls(
+    before: &std::collections::BTreeMap<String, (u64, u64)>,
+    after: &std::collections::BTreeMap<String, (u64, u64)>,
+) -> (u64, u64) {
+    let of = |m: &std::collections::BTreeMap<String, (u64, u64)>| {
+        m.get("evalsha").copied().unwrap_or_default()
+    };
+    let ((c0, u0), (c1, u1)) = (of(before), of(after));
+    (c1.saturating_sub(c0), u1.saturating_sub(u0))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -386,27 +410,52 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 async fn bench(broker: &str) -> Result<(), Error> {
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
+    let mut costs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); VARIANTS.len()];
+    let mut stats = redis::Client::open("redis://127.0.0.1:6379")?
+        .get_multiplexed_async_connection()
+        .await?;
     for round in 0..ROUNDS {
         for (v, variant) in VARIANTS.iter().enumerate() {
+            let before = idem_tests::redis_command_stats(&mut stats).await;
             let took = match broker {
                 "rabbitmq" => rabbitmq_round(*variant, round).await?,
                 "nats" => nats_round(*variant, round).await?,
                 _ => redis_round(*variant, round).await?,
             };
+            let after = idem_tests::redis_command_stats(&mut stats).await;
+            let (calls, usec) = script_calls(&before, &after);
             #[allow(clippy::cast_precision_loss)]
-            let rate = MESSAGES as f64 / took.as_secs_f64();
-            println!("{broker} round {round} {variant:?}: {rate:.0} msg/s");
+            let (rate, calls, usec) = (
+                MESSAGES as f64 / took.as_secs_f64(),
+                calls as f64 / MESSAGES as f64,
+                usec as f64 / MESSAGES as f64,
+            );
+            println!(
+                "{broker} round {round} {variant:?}: {rate:.0} msg/s; script calls a message {calls:.2}, their Redis CPU {usec:.1} µs"
+            );
             rates[v].push(rate);
+            costs[v].push((calls, usec));
+        }
+    }
+    for (variant, costs) in VARIANTS.iter().zip(costs) {
+        if matches!(variant, Variant::Redis | Variant::RedisAlone) {
+            let calls = median(costs.iter().map(|c| c.0).collect());
+            let usec = median(costs.iter().map(|c| c.1).collect());
+            println!(
+                "{broker} {variant:?}: script calls a message {calls:.2}, their Redis CPU {usec:.1} µs (medians)"
+            );
         }
     }
     let medians: Vec<f64> = rates.into_iter().map(median).collect();
     println!(
-        "{broker}: without idem {:.0} msg/s; idem on memory {:.0} ({:.3}); idem on Redis {:.0} ({:.3})",
+        "{broker}: without idem {:.0} msg/s; idem on memory {:.0} ({:.3}); idem on Redis {:.0} ({:.3}); on Redis, a call each {:.0} ({:.3})",
         medians[0],
         medians[1],
         medians[1] / medians[0],
         medians[2],
-        medians[2] / medians[0]
+        medians[2] / medians[0],
+        medians[3],
+        medians[3] / medians[0]
     );
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! (`orders_redis_streams` reads 16 entries at a time and runs them as one
 //! batch): ten orders, those at positions 1 and 3 failing (their carrier is
 //! down); exactly those two stay pending, to be delivered again, and the
-//! other eight ship and are acknowledged.
+//! other eight ship and are acknowledged. An order published twice and read
+//! in one batch ships once, and both of its entries are acknowledged at once.
 
 use std::time::{Duration, Instant};
 
@@ -55,4 +56,38 @@ async fn a_batch_with_failures_at_positions_1_and_3_of_10_leaves_exactly_those_p
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(worker.count("shipped b-1") + worker.count("shipped b-3"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_published_twice_and_read_in_one_batch_ships_once_and_both_are_acknowledged() {
+    let broker = RedisStream::new();
+    let prefix = unique_prefix("orders-batch-twice");
+    // A producer that published an order twice, read in one batch with
+    // another order between them.
+    for (id, sku) in [("twice", "tea"), ("once", "cocoa"), ("twice", "tea")] {
+        broker
+            .publish(&format!(r#"{{"order_id":"{id}","sku":"{sku}","qty":1}}"#))
+            .await;
+    }
+    // Redelivery only a minute later: the duplicate must be settled in this
+    // batch, from the first one's record, not left to come back.
+    let mut env = broker.env(60_000);
+    env.push(("REDIS_URL", redis_url()));
+    env.push(("PREFIX", prefix.clone()));
+    let worker = Worker::start(RedisStream::EXAMPLE, &env);
+    let deadline = Instant::now() + PATIENCE;
+    while worker.count("shipped twice") < 1
+        || worker.count("shipped once") < 1
+        || broker.outstanding().await != 0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "both orders shipped and all three entries acknowledged within {PATIENCE:?}; pending: {:?}",
+            broker.pending_payloads()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(worker.count("shipping twice"), 1, "the order ran once");
+    assert_eq!(worker.count("shipped twice"), 1);
+    assert_eq!(worker.count("shipping once"), 1);
 }

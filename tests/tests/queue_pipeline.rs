@@ -357,3 +357,41 @@ async fn in_an_ordered_batch_a_failure_holds_back_only_the_rest_of_its_group() {
         "a-3 did not run ahead of a-2"
     );
 }
+
+#[tokio::test]
+async fn an_order_delivered_twice_in_one_batch_ships_once_and_both_deliveries_are_acknowledged() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let consumer = shipper(Engine::new(MemoryStore::new()), Arc::clone(&shipped));
+    let told = Arc::new(Mutex::new(Vec::new()));
+    // The same order twice, slow to ship: handled side by side, the second
+    // would find the first in flight and be sent back to wait for it.
+    let deliveries: Vec<Told> = [("o-1", "slow"), ("o-2", "tea"), ("o-1", "slow")]
+        .into_iter()
+        .map(|(id, sku)| Told {
+            message: order(id, sku),
+            told: Arc::clone(&told),
+        })
+        .collect();
+    let report = consumer
+        .handle_batch(deliveries, BatchOptions::default())
+        .await;
+    let verdicts: Vec<&Verdict> = report
+        .items
+        .iter()
+        .filter_map(|i| i.as_ref().ok())
+        .collect();
+    assert_eq!(verdicts.len(), 3, "{report:?}");
+    assert_eq!(report.failures(), Vec::<usize>::new(), "{report:?}");
+    assert_eq!(verdicts[0].outcome, Outcome::Executed);
+    assert_eq!(verdicts[1].outcome, Outcome::Executed);
+    assert_eq!(verdicts[2].outcome, Outcome::Replayed);
+    assert!(
+        verdicts.iter().all(|v| v.action == Action::Ack),
+        "{verdicts:?}"
+    );
+    assert_eq!(
+        shipped.load(Ordering::SeqCst),
+        2,
+        "o-1 shipped once, o-2 once"
+    );
+}

@@ -1,15 +1,34 @@
 //! Batches: many deliveries handled with a bound on parallelism, each with
 //! its own verdict, reported as partial failures; optionally in order per
 //! group (a FIFO message group), where a failure holds back only the rest
-//! of its group.
+//! of its group. A message delivered twice in one batch runs once. Their
+//! claims and completions are asked for together, so a store that batches
+//! them (`idem_redis::RedisStore::with_batching`) sends a batch's claims in
+//! one call and its completions in another.
 
 use futures_util::stream::{self, StreamExt as _};
 
-use crate::consumer::Consumer;
+use idem_core::RecordId;
+
+use crate::consumer::{Consumer, Prepared};
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
 use crate::verdict::{Action, Outcome, Verdict};
+
+/// What puts deliveries of a batch in one run, handled in order.
+#[derive(PartialEq)]
+enum RunOf {
+    /// [`BatchOptions::group_by`]'s group.
+    Group(String),
+    /// The same record: a message delivered twice in one batch runs once,
+    /// and its second delivery is answered from the first one's record.
+    Key(RecordId),
+}
+
+/// Deliveries handled one after another: each with its place in the
+/// batch and its call.
+type Run<D, I> = Vec<(usize, D, Prepared<I>)>;
 
 /// How a batch is run.
 #[derive(Clone, Copy, Debug)]
@@ -19,7 +38,10 @@ pub struct BatchOptions {
     /// Keeps order within groups: deliveries with the same group key run one
     /// after another in batch order, and after one that is not settled
     /// (redelivered), the rest of its group is not run but redelivered too.
-    /// Deliveries without a group key run as if ungrouped.
+    /// Deliveries without a group key run as if ungrouped, except that
+    /// deliveries of one message key always run one after another: the
+    /// first runs, and a repeat is answered from its record (acknowledged
+    /// at once, never run twice nor sent back to wait for the first).
     pub group_by: Option<fn(&Message) -> Option<String>>,
 }
 
@@ -65,20 +87,29 @@ impl<H: Handler> Consumer<H> {
     ) -> BatchReport {
         let n = deliveries.len();
         let parallelism = options.parallelism.max(1);
-        // Runs: a group's deliveries in order, or one delivery alone.
-        let mut runs: Vec<Vec<(usize, D)>> = Vec::new();
-        let mut groups: Vec<(String, usize)> = Vec::new();
+        // Runs: a group's deliveries in order, the deliveries of one key in
+        // order (the first runs, the others are answered from its record),
+        // or one delivery alone.
+        let mut runs: Vec<Run<D, H::Input>> = Vec::new();
+        let mut groups: Vec<(RunOf, usize)> = Vec::new();
         for (i, delivery) in deliveries.into_iter().enumerate() {
-            let group = options.group_by.and_then(|by| by(delivery.message()));
-            let Some(g) = group else {
-                runs.push(vec![(i, delivery)]);
+            let prepared = self.call(delivery.message());
+            let run_of = match options.group_by.and_then(|by| by(delivery.message())) {
+                Some(group) => Some(RunOf::Group(group)),
+                None => prepared
+                    .as_ref()
+                    .ok()
+                    .map(|(call, _)| RunOf::Key(*call.record_id())),
+            };
+            let Some(run_of) = run_of else {
+                runs.push(vec![(i, delivery, prepared)]);
                 continue;
             };
-            if let Some((_, run)) = groups.iter().find(|(name, _)| *name == g) {
-                runs[*run].push((i, delivery));
+            if let Some((_, run)) = groups.iter().find(|(of, _)| *of == run_of) {
+                runs[*run].push((i, delivery, prepared));
             } else {
-                groups.push((g, runs.len()));
-                runs.push(vec![(i, delivery)]);
+                groups.push((run_of, runs.len()));
+                runs.push(vec![(i, delivery, prepared)]);
             }
         }
         let done: Vec<Vec<(usize, Result<Verdict, BrokerError>)>> = stream::iter(runs)
@@ -102,13 +133,13 @@ impl<H: Handler> Consumer<H> {
     /// settled, the rest are redelivered without running.
     async fn handle_in_order<D: Delivery>(
         &self,
-        run: Vec<(usize, D)>,
+        run: Run<D, H::Input>,
     ) -> Vec<(usize, Result<Verdict, BrokerError>)> {
         let mut out = Vec::with_capacity(run.len());
         let mut held_back: Option<std::time::Duration> = None;
-        for (i, delivery) in run {
+        for (i, delivery, prepared) in run {
             let result = match held_back {
-                None => self.handle(delivery).await,
+                None => self.handle_prepared(delivery, prepared).await,
                 Some(after) => {
                     let verdict = Verdict {
                         outcome: Outcome::FailedTransient(

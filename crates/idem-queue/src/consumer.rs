@@ -46,6 +46,10 @@ pub struct Consumer<H> {
     progress_every: Duration,
 }
 
+/// A delivery's call and the handler's input, or why it has none (it is
+/// dead-lettered without running).
+pub(crate) type Prepared<I> = Result<(Call, I), String>;
+
 /// The default number of deliveries after which a message that keeps
 /// failing transiently is dead-lettered.
 pub const DEFAULT_MAX_DELIVERIES: u32 = 10;
@@ -119,7 +123,17 @@ impl<H: Handler> Consumer<H> {
     /// cannot be told leaves the message unacknowledged, to be delivered
     /// again.
     pub async fn handle<D: Delivery>(&self, delivery: D) -> Result<Verdict, BrokerError> {
-        let verdict = self.decide(&delivery).await;
+        let prepared = self.call(delivery.message());
+        self.handle_prepared(delivery, prepared).await
+    }
+
+    /// [`handle`](Self::handle) with the delivery's call read already.
+    pub(crate) async fn handle_prepared<D: Delivery>(
+        &self,
+        delivery: D,
+        prepared: Prepared<H::Input>,
+    ) -> Result<Verdict, BrokerError> {
+        let verdict = self.decide_prepared(&delivery, prepared).await;
         tracing::debug!(target: "idem", operation = %self.operation, id = ?delivery.message().id, verdict = %verdict, "delivery settled");
         delivery.settle(&verdict).await?;
         Ok(verdict)
@@ -128,7 +142,16 @@ impl<H: Handler> Consumer<H> {
     /// The verdict on `delivery`, its handler run if it must be; the
     /// delivery is reported in progress while the handler runs.
     pub async fn decide<D: Delivery>(&self, delivery: &D) -> Verdict {
-        let run = AssertUnwindSafe(self.run(delivery.message())).catch_unwind();
+        let prepared = self.call(delivery.message());
+        self.decide_prepared(delivery, prepared).await
+    }
+
+    async fn decide_prepared<D: Delivery>(
+        &self,
+        delivery: &D,
+        prepared: Prepared<H::Input>,
+    ) -> Verdict {
+        let run = AssertUnwindSafe(self.run(delivery.message(), prepared)).catch_unwind();
         tokio::pin!(run);
         // Most handlers on a store that answers at once finish at their
         // first poll: no timer for them.
@@ -161,12 +184,11 @@ impl<H: Handler> Consumer<H> {
 
     /// Runs the handler for `message` under the engine, and maps what
     /// happened to a verdict.
-    async fn run(&self, message: &Message) -> Verdict {
-        let call = match self.call(message) {
-            Ok(call) => call,
+    async fn run(&self, message: &Message, prepared: Prepared<H::Input>) -> Verdict {
+        let (call, input) = match prepared {
+            Ok(prepared) => prepared,
             Err(why) => return dead(Outcome::Malformed(why.clone()), why),
         };
-        let (call, input) = call;
         let claim: Arc<Mutex<Option<Claim>>> = Arc::default();
         let held = Arc::clone(&claim);
         let ran = self
@@ -185,7 +207,7 @@ impl<H: Handler> Consumer<H> {
     }
 
     /// The call for `message` and the handler's input, or why it has none.
-    fn call(&self, message: &Message) -> Result<(Call, H::Input), String> {
+    pub(crate) fn call(&self, message: &Message) -> Prepared<H::Input> {
         let payload: serde_json::Value = serde_json::from_slice(&message.payload)
             .map_err(|e| format!("the payload is not JSON: {e}"))?;
         let key = self.key.key_of(message, &payload)?;

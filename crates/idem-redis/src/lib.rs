@@ -11,7 +11,10 @@
 //!   every script finds a record under either.
 //! - **One script call per transition** (`EVALSHA`; on `NOSCRIPT` the script is
 //!   loaded and the call retried): a first request costs two commands (begin,
-//!   complete), a replay or a duplicate in flight one.
+//!   complete), a replay or a duplicate in flight one. Claims and completions
+//!   asked for while others are on the wire go together in one call
+//!   ([`RedisStore::with_batching`], on by default): a queue consumer's
+//!   fetched batch claims its messages in one call and records them in one.
 //! - **The server's clock decides**: fencing tokens are the server's `TIME`
 //!   in microseconds, and a record's key expires with its lease (in flight)
 //!   or its TTL (completed), so application clocks never matter. Expiries are
@@ -53,6 +56,7 @@
 //! # }
 //! ```
 
+mod batch;
 mod connector;
 mod eviction;
 mod key_layout;

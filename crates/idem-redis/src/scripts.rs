@@ -3,10 +3,11 @@
 
 use redis::Script;
 
-/// `begin(fingerprint, lease_ms, want_ttl, durable)`. A new key is claimed
-/// by reading its keys (one `MGET`), `TIME` and `SET`. A fresh claim
-/// replies with its token as a string, every other answer is a tagged
-/// array.
+/// `begin(fingerprint, lease_ms, want_ttl, durable)` for each record of a
+/// batch of one or more ([`crate::batch`]). The batch's keys are read in
+/// one `MGET`; a new key is claimed by `TIME` (once a call) and `SET`. Each
+/// record's answer: a fresh claim's token as a string, every other answer
+/// a tagged array, an error it raised `{'!', error}`.
 ///
 /// A record is one string ([`crate::value_layout`]): state (`F` in flight,
 /// `C` completed, `R` released, `2` completed and carrying its trace),
@@ -17,8 +18,9 @@ use redis::Script;
 /// is alive: an expired lease is a missing key.
 pub(crate) const BEGIN: &str = include_str!("lua/begin.lua");
 
-/// `complete(token, ttl_ms, outcome, channel, trace_ms)`: 1 done (now, or
-/// before by this token), 0 lost. With a trace, the completed record
+/// `complete(token, ttl_ms, outcome, channel, trace_ms)` for each claim of
+/// a batch of one or more ([`crate::batch`]), the records read in one
+/// `MGET`: 1 done (now, or before by this token), 0 lost, `{'!', error}`. With a trace, the completed record
 /// carries it (record format 2): its key outlives the replay by
 /// `trace_ms`, and in that time `begin` answers a retry of it `Expired`
 /// instead of claiming it again.
@@ -122,13 +124,20 @@ pub(crate) fn is_no_script(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
+/// How a script's refusal of a record of a newer format begins (the format
+/// follows).
+pub(crate) const NEWER_FORMAT: &str = "idem: newer record format ";
+
+/// A script's refusal of a record it cannot read.
+pub(crate) const CORRUPT: &str = "idem: corrupt record";
+
 /// The format named by a script's refusal of a newer record, if it is one.
 pub(crate) fn newer_format(e: &redis::RedisError) -> Option<u8> {
     let text = e.to_string();
-    let at = text.find("idem: newer record format ")? + "idem: newer record format ".len();
+    let at = text.find(NEWER_FORMAT)? + NEWER_FORMAT.len();
     text.as_bytes().get(at).copied()
 }
 
 pub(crate) fn is_corrupt(e: &redis::RedisError) -> bool {
-    e.to_string().contains("idem: corrupt record")
+    e.to_string().contains(CORRUPT)
 }

@@ -11,8 +11,10 @@ use idem_core::{
 };
 use redis::Value;
 
+use crate::batch::{answers, Lane};
 use crate::eviction;
 use crate::operations::{self, parse_token};
+use crate::redis_store::fenced_reply;
 use crate::scripts::evalsha;
 use crate::wire::{ms, TokenText};
 use crate::RedisStore;
@@ -48,22 +50,32 @@ impl RedisStore {
             b""
         };
         let keys = self.record_keys(id);
-        let eval = evalsha(
-            &self.scripts.begin,
-            &keys.all(),
-            &[
-                fingerprint.as_bytes(),
-                ms(lease, &mut itoa::Buffer::new()),
-                want_ttl,
-                durable,
-            ],
-        );
+        let mut lease_ms = itoa::Buffer::new();
+        let args = [
+            fingerprint.as_bytes(),
+            ms(lease, &mut lease_ms),
+            want_ttl,
+            durable,
+        ];
         self.eviction.check_if_due(&self.connection).await;
         let sent = Instant::now();
-        let (reply, replicated) = match self
-            .eval_replicated("begin", &self.scripts.begin, &eval)
-            .await
-        {
+        let claimed = if self.batches() {
+            let args = args.iter().map(|a| a.to_vec()).collect();
+            let keys = keys.all().map(str::to_owned).to_vec();
+            self.batched(Lane::Begin, keys, args)
+                .await
+                .map(|reply| (reply, Ok(())))
+        } else {
+            let eval = evalsha(&self.scripts.begin, &keys.all(), &args);
+            match self
+                .eval_replicated("begin", &self.scripts.begin, &eval)
+                .await
+            {
+                Ok((reply, replicated)) => only(Lane::Begin, Ok(reply)).map(|r| (r, replicated)),
+                Err(e) => Err(e),
+            }
+        };
+        let (reply, replicated) = match claimed {
             // A full server refuses the claim; it may still answer a retry
             // of what it recorded.
             Err(full) if full.kind() == StoreErrorKind::Full => {
@@ -146,20 +158,35 @@ impl RedisStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let token = TokenText::new(lease.token);
-        self.fenced(
-            "complete",
-            &self.scripts.complete,
-            &self.holder_keys(id).all(),
-            &[
-                token.as_bytes(),
-                ms(ttl, &mut itoa::Buffer::new()),
-                outcome.as_bytes(),
-                self.channel.as_bytes(),
-                self.trace_ms().as_bytes(),
-            ],
-        )
-        .await
+        let (mut ttl_ms, trace) = (itoa::Buffer::new(), self.trace_ms());
+        let args = [
+            token.as_bytes(),
+            ms(ttl, &mut ttl_ms),
+            outcome.as_bytes(),
+            self.channel.as_bytes(),
+            trace.as_bytes(),
+        ];
+        let keys = self.holder_keys(id);
+        let reply = if self.batches() {
+            let args = args.iter().map(|a| a.to_vec()).collect();
+            let keys = keys.three().map(str::to_owned).to_vec();
+            self.batched(Lane::Complete, keys, args).await?
+        } else {
+            let script = &self.scripts.complete;
+            let eval = evalsha(script, &keys.three(), &args);
+            only(Lane::Complete, self.eval("complete", script, &eval).await)?
+        };
+        fenced_reply("complete", reply)
     }
+}
+
+/// The one answer of a call for one record.
+fn only(lane: Lane, reply: Result<Value, StoreError>) -> Result<Value, StoreError> {
+    answers(lane, reply, 1).pop().unwrap_or_else(|| {
+        Err(StoreError::corrupt(
+            "redis: a call for one record answered none",
+        ))
+    })
 }
 
 #[async_trait]

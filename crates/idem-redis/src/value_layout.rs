@@ -263,7 +263,7 @@ mod tests {
         }
         let complete = lua_prelude_for(include_str!("lua/complete.lua"));
         assert!(!complete.contains("local function existing("));
-        assert!(complete.contains("local function wake_key("));
+        assert!(complete.contains("local function replay_left("));
         let begin = lua_prelude_for(include_str!("lua/begin.lua"));
         for helper in ["existing", "refuse_newer", "replay_left", "look", "traced"] {
             assert!(

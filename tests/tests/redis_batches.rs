@@ -1,0 +1,251 @@
+//! Claims and completions asked for at once go to Redis together, one
+//! script call for many (`RedisStore::with_batching`, on by default), and
+//! each is answered as if it had been sent alone: a payment asked twice in
+//! one batch is claimed once, a corrupt record fails alone and claims
+//! nothing, a full server refuses a whole batch and leaves nothing in
+//! flight.
+//!
+//! A test's begins land in one batch because it asks for them in one poll
+//! (`join_all`) on the test's single-threaded runtime: the task that sends
+//! them runs only once the test's task waits.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use idem_core::{Begin, Call, Engine, Never, Outcome, Ran, Store, StoreErrorKind};
+use idem_redis::RedisStore;
+use idem_tests::{redis_command_calls, redis_connection, unique_prefix, PrivateRedis};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// A store on `server` that has made its first call (its scripts loaded,
+/// the server's eviction policy read), so that what a test asks next is
+/// only its own calls.
+async fn warm_store(server: &PrivateRedis) -> RedisStore {
+    let store = RedisStore::connect(&server.url()).await.expect("redis");
+    idem_tests::claim(&store, &call("warm-up"), LEASE).await;
+    store
+}
+
+/// Script calls the server has run.
+async fn evalsha(con: &mut redis::aio::MultiplexedConnection) -> u64 {
+    redis_command_calls(con)
+        .await
+        .get("evalsha")
+        .copied()
+        .unwrap_or_default()
+}
+
+fn call(key: &str) -> Call {
+    idem_tests::call("batches", key)
+}
+
+async fn begin_all(
+    store: &RedisStore,
+    calls: &[Call],
+) -> Vec<Result<Begin, idem_core::StoreError>> {
+    join_all(
+        calls
+            .iter()
+            .map(|c| store.begin(c.record_id(), c.fingerprint(), LEASE)),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn sixty_four_payments_asked_at_once_each_run_once_in_a_few_script_calls() {
+    let server = PrivateRedis::start(false);
+    let store = warm_store(&server).await;
+    let engine = Engine::new(store.clone());
+    let mut con = redis_connection(&server.url()).await;
+    let before = evalsha(&mut con).await;
+    let ran = AtomicUsize::new(0);
+    let calls: Vec<Call> = (0..64).map(|i| call(&format!("pay-{i}"))).collect();
+    let answers = join_all(calls.iter().map(|c| {
+        engine.run(c, |_claim| async {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Never>(format!("receipt for {}", c.key()))
+        })
+    }))
+    .await;
+    for (c, answer) in calls.iter().zip(&answers) {
+        assert_eq!(
+            answer.as_ref().ok(),
+            Some(&Ran::Executed(format!("receipt for {}", c.key()))),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 64);
+    // 64 claims and 64 completions: 128 script calls one by one.
+    let calls_made = evalsha(&mut con).await - before;
+    assert!(
+        calls_made <= 8,
+        "64 payments asked at once took {calls_made} script calls"
+    );
+    // Each retry replays its own receipt, byte for byte.
+    let again = join_all(
+        calls
+            .iter()
+            .map(|c| engine.run(c, |_claim| async { Ok::<_, Never>("ran twice".to_owned()) })),
+    )
+    .await;
+    for (c, answer) in calls.iter().zip(&again) {
+        assert_eq!(
+            answer.as_ref().ok(),
+            Some(&Ran::Replayed(format!("receipt for {}", c.key())))
+        );
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 64);
+}
+
+#[tokio::test]
+async fn a_payment_asked_twice_in_one_batch_is_claimed_once() {
+    let server = PrivateRedis::start(false);
+    let store = warm_store(&server).await;
+    let mut con = redis_connection(&server.url()).await;
+    let before = evalsha(&mut con).await;
+    let twice = call("pay-twice");
+    let answers = begin_all(&store, &[twice.clone(), call("pay-other"), twice.clone()]).await;
+    assert_eq!(
+        evalsha(&mut con).await - before,
+        1,
+        "the three claims went in one call"
+    );
+    let lease = match &answers[0] {
+        Ok(Begin::Acquired(lease)) => *lease,
+        other => panic!("the first asking claims: {other:?}"),
+    };
+    assert!(
+        matches!(answers[1], Ok(Begin::Acquired(_))),
+        "{:?}",
+        answers[1]
+    );
+    match &answers[2] {
+        Ok(Begin::InFlight { retry_after }) => assert!(*retry_after <= LEASE),
+        other => panic!("the second asking finds the first in flight: {other:?}"),
+    }
+    // Completed twice in one batch, the first outcome is kept.
+    let first = Outcome::new(b"receipt 1".to_vec());
+    let second = Outcome::new(b"receipt 2".to_vec());
+    let completed = join_all([
+        store.complete(twice.record_id(), &lease, &first, Duration::from_mins(1)),
+        store.complete(twice.record_id(), &lease, &second, Duration::from_mins(1)),
+    ])
+    .await;
+    assert!(completed.iter().all(Result::is_ok), "{completed:?}");
+    match store
+        .begin(twice.record_id(), twice.fingerprint(), LEASE)
+        .await
+    {
+        Ok(Begin::Replay(outcome)) => assert_eq!(outcome.as_bytes(), first.as_bytes()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_corrupt_record_in_a_batch_fails_alone_and_the_others_are_claimed() {
+    let server = PrivateRedis::start(false);
+    let store = warm_store(&server)
+        .await
+        .with_prefix(&unique_prefix("batch-corrupt"));
+    let mut con = redis_connection(&server.url()).await;
+    let (corrupt, newer) = (call("pay-corrupt"), call("pay-newer"));
+    let planted = [
+        (store.key(corrupt.record_id()), "F-too-short".to_owned()),
+        (store.key(newer.record_id()), format!("9{}", "x".repeat(80))),
+    ];
+    for (key, value) in &planted {
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .query_async(&mut con)
+            .await
+            .expect("SET");
+    }
+    let calls = [
+        call("pay-a"),
+        corrupt.clone(),
+        call("pay-b"),
+        newer,
+        call("pay-c"),
+    ];
+    let before = evalsha(&mut con).await;
+    let answers = begin_all(&store, &calls).await;
+    assert_eq!(evalsha(&mut con).await - before, 1);
+    for i in [0, 2, 4] {
+        assert!(
+            matches!(answers[i], Ok(Begin::Acquired(_))),
+            "{:?}",
+            answers[i]
+        );
+    }
+    match &answers[1] {
+        Err(e) => assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}"),
+        other => panic!("a corrupt record: {other:?}"),
+    }
+    match &answers[3] {
+        Err(e) => assert_eq!(e.kind(), StoreErrorKind::NewerFormat, "{e}"),
+        other => panic!("a record of a newer format: {other:?}"),
+    }
+    // Neither was claimed or changed.
+    for (key, value) in &planted {
+        let now: String = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut con)
+            .await
+            .expect("GET");
+        assert_eq!(&now, value);
+    }
+}
+
+#[tokio::test]
+async fn a_full_server_refuses_a_whole_batch_and_leaves_nothing_in_flight() {
+    let server = PrivateRedis::start(false);
+    let store = RedisStore::connect(&server.url()).await.expect("redis");
+    let mut con = redis_connection(&server.url()).await;
+    let recorded = call("pay-recorded");
+    let lease = idem_tests::claim(&store, &recorded, LEASE).await;
+    let receipt = Outcome::new(b"receipt for recorded".to_vec());
+    store
+        .complete(
+            recorded.record_id(),
+            &lease,
+            &receipt,
+            Duration::from_mins(1),
+        )
+        .await
+        .expect("complete");
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1")
+        .query_async(&mut con)
+        .await
+        .expect("CONFIG SET");
+    let fresh: Vec<Call> = (0..8).map(|i| call(&format!("pay-new-{i}"))).collect();
+    let mut calls = fresh.clone();
+    calls.insert(4, recorded.clone());
+    let answers = begin_all(&store, &calls).await;
+    for (c, answer) in calls.iter().zip(&answers) {
+        if c.key() == recorded.key() {
+            match answer {
+                Ok(Begin::Replay(outcome)) => assert_eq!(outcome.as_bytes(), receipt.as_bytes()),
+                other => panic!("recorded work on a full server: {other:?}"),
+            }
+        } else {
+            match answer {
+                Err(e) => assert_eq!(e.kind(), StoreErrorKind::Full, "{e}"),
+                other => panic!("new work on a full server: {other:?}"),
+            }
+        }
+    }
+    for c in &fresh {
+        let exists: u64 = redis::cmd("EXISTS")
+            .arg(store.key(c.record_id()))
+            .query_async(&mut con)
+            .await
+            .expect("EXISTS");
+        assert_eq!(exists, 0, "{} was left in flight", c.key());
+    }
+}
