@@ -13,6 +13,10 @@
 //! ack; Redis Streams `XPENDING` for entries to take over, `XREADGROUP` 16
 //! at a time, `XACK` each.
 //!
+//! Each round also reports the CPU a message takes in this process (the
+//! consumer) and in Redis (`INFO cpu`), and the script calls a message
+//! makes with their Redis CPU (`INFO commandstats`).
+//!
 //! `cargo bench -p idem-tests --bench queue_load [-- rabbitmq|nats|redis]`
 //! (the brokers on their usual ports; `scripts/services.sh` starts them).
 
@@ -390,6 +394,42 @@ fn entries(read: &redis::Value) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// This process's CPU time so far (user and system), in microseconds
+/// (`/proc/self/stat`, in clock ticks of 10 ms).
+fn own_cpu_us() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime
+    // are the 14th and 15th of the line.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    fields.iter().sum::<u64>() * 10_000
+}
+
+/// Redis's CPU time so far (`INFO cpu`, user and system), in microseconds.
+async fn redis_cpu_us(con: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(con)
+        .await
+        .unwrap_or_default();
+    let seconds: f64 = info
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("used_cpu_sys:")
+                .or_else(|| l.strip_prefix("used_cpu_user:"))
+        })
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum();
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let us = (seconds * 1e6) as u64;
+    us
+}
+
 /// `EVALSHA` calls and their microseconds of Redis CPU between two
 /// readings of `INFO commandstats`.
 fn script_calls(
@@ -411,31 +451,44 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn bench(broker: &str) -> Result<(), Error> {
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
     let mut costs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); VARIANTS.len()];
+    let mut cpus: Vec<Vec<(f64, f64)>> = vec![Vec::new(); VARIANTS.len()];
     let mut stats = redis::Client::open("redis://127.0.0.1:6379")?
         .get_multiplexed_async_connection()
         .await?;
     for round in 0..ROUNDS {
         for (v, variant) in VARIANTS.iter().enumerate() {
             let before = idem_tests::redis_command_stats(&mut stats).await;
+            let cpu_before = (own_cpu_us(), redis_cpu_us(&mut stats).await);
             let took = match broker {
                 "rabbitmq" => rabbitmq_round(*variant, round).await?,
                 "nats" => nats_round(*variant, round).await?,
                 _ => redis_round(*variant, round).await?,
             };
+            let cpu_after = (own_cpu_us(), redis_cpu_us(&mut stats).await);
             let after = idem_tests::redis_command_stats(&mut stats).await;
             let (calls, usec) = script_calls(&before, &after);
             #[allow(clippy::cast_precision_loss)]
-            let (rate, calls, usec) = (
+            let (rate, calls, usec, own, redis) = (
                 MESSAGES as f64 / took.as_secs_f64(),
                 calls as f64 / MESSAGES as f64,
                 usec as f64 / MESSAGES as f64,
+                cpu_after.0.saturating_sub(cpu_before.0) as f64 / MESSAGES as f64,
+                cpu_after.1.saturating_sub(cpu_before.1) as f64 / MESSAGES as f64,
             );
             println!(
-                "{broker} round {round} {variant:?}: {rate:.0} msg/s; script calls a message {calls:.2}, their Redis CPU {usec:.1} µs"
+                "{broker} round {round} {variant:?}: {rate:.0} msg/s; CPU a message: consumer {own:.1} µs, Redis {redis:.1} µs; script calls a message {calls:.2}, their Redis CPU {usec:.1} µs"
             );
             rates[v].push(rate);
             costs[v].push((calls, usec));
+            cpus[v].push((own, redis));
         }
+    }
+    for (variant, cpus) in VARIANTS.iter().zip(cpus) {
+        let own = median(cpus.iter().map(|c| c.0).collect());
+        let redis = median(cpus.iter().map(|c| c.1).collect());
+        println!(
+            "{broker} {variant:?}: CPU a message: consumer {own:.1} µs, Redis {redis:.1} µs (medians; the broker's own not counted)"
+        );
     }
     for (variant, costs) in VARIANTS.iter().zip(costs) {
         if matches!(variant, Variant::Redis | Variant::RedisAlone) {

@@ -1,6 +1,7 @@
-//! Claims and completions asked for at once go to Redis together, one
-//! script call for many (`RedisStore::with_batching`, on by default), and
-//! each is answered as if it had been sent alone: a payment asked twice in
+//! Claims and completions asked for at once in a batch (`idem_core::in_batch`,
+//! as a queue consumer's `handle_batch` runs its deliveries) go to Redis
+//! together, one script call for many (`RedisStore::with_batching`, on by
+//! default), and each is answered as if it had been sent alone: a payment asked twice in
 //! one batch is claimed once, a corrupt record fails alone and claims
 //! nothing, a full server refuses a whole batch and leaves nothing in
 //! flight.
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use idem_core::{Begin, Call, Engine, Never, Outcome, Ran, Store, StoreErrorKind};
+use idem_core::{in_batch, Begin, Call, Engine, Never, Outcome, Ran, Store, StoreErrorKind};
 use idem_redis::RedisStore;
 use idem_tests::{redis_command_calls, redis_connection, unique_prefix, PrivateRedis};
 
@@ -45,11 +46,11 @@ async fn begin_all(
     store: &RedisStore,
     calls: &[Call],
 ) -> Vec<Result<Begin, idem_core::StoreError>> {
-    join_all(
+    in_batch(join_all(
         calls
             .iter()
             .map(|c| store.begin(c.record_id(), c.fingerprint(), LEASE)),
-    )
+    ))
     .await
 }
 
@@ -62,12 +63,12 @@ async fn sixty_four_payments_asked_at_once_each_run_once_in_a_few_script_calls()
     let before = evalsha(&mut con).await;
     let ran = AtomicUsize::new(0);
     let calls: Vec<Call> = (0..64).map(|i| call(&format!("pay-{i}"))).collect();
-    let answers = join_all(calls.iter().map(|c| {
+    let answers = in_batch(join_all(calls.iter().map(|c| {
         engine.run(c, |_claim| async {
             ran.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Never>(format!("receipt for {}", c.key()))
         })
-    }))
+    })))
     .await;
     for (c, answer) in calls.iter().zip(&answers) {
         assert_eq!(
@@ -128,10 +129,10 @@ async fn a_payment_asked_twice_in_one_batch_is_claimed_once() {
     // Completed twice in one batch, the first outcome is kept.
     let first = Outcome::new(b"receipt 1".to_vec());
     let second = Outcome::new(b"receipt 2".to_vec());
-    let completed = join_all([
+    let completed = in_batch(join_all([
         store.complete(twice.record_id(), &lease, &first, Duration::from_mins(1)),
         store.complete(twice.record_id(), &lease, &second, Duration::from_mins(1)),
-    ])
+    ]))
     .await;
     assert!(completed.iter().all(Result::is_ok), "{completed:?}");
     match store
@@ -248,4 +249,22 @@ async fn a_full_server_refuses_a_whole_batch_and_leaves_nothing_in_flight() {
             .expect("EXISTS");
         assert_eq!(exists, 0, "{} was left in flight", c.key());
     }
+}
+
+#[tokio::test]
+async fn payments_asked_at_once_outside_a_batch_each_go_alone() {
+    let server = PrivateRedis::start(false);
+    let store = warm_store(&server).await;
+    let mut con = redis_connection(&server.url()).await;
+    let before = evalsha(&mut con).await;
+    let calls: Vec<Call> = (0..8).map(|i| call(&format!("alone-{i}"))).collect();
+    let answers = join_all(
+        calls
+            .iter()
+            .map(|c| store.begin(c.record_id(), c.fingerprint(), LEASE)),
+    )
+    .await;
+    assert!(answers.iter().all(|a| matches!(a, Ok(Begin::Acquired(_)))));
+    // An HTTP service's requests never wait on another's call.
+    assert_eq!(evalsha(&mut con).await - before, 8);
 }

@@ -100,6 +100,7 @@
 //! # }
 //! ```
 
+mod batch;
 mod call;
 mod canonical;
 mod claim;
@@ -134,6 +135,7 @@ mod transaction;
 pub mod waiters;
 
 // The application's: running an operation once, and what it is told.
+pub use batch::{in_batch, is_in_batch};
 pub use call::Call;
 pub use claim::Claim;
 pub use commit_error::CommitError;

@@ -112,11 +112,15 @@ impl<H: Handler> Consumer<H> {
                 runs.push(vec![(i, delivery, prepared)]);
             }
         }
-        let done: Vec<Vec<(usize, Result<Verdict, BrokerError>)>> = stream::iter(runs)
-            .map(|run| self.handle_in_order(run))
-            .buffer_unordered(parallelism)
-            .collect()
-            .await;
+        // One batch for the store: the claims and completions asked for at
+        // once go together where the store can send them so.
+        let done: Vec<Vec<(usize, Result<Verdict, BrokerError>)>> = idem_core::in_batch(
+            stream::iter(runs)
+                .map(|run| self.handle_in_order(run))
+                .buffer_unordered(parallelism)
+                .collect(),
+        )
+        .await;
         let mut items: Vec<Option<Result<Verdict, BrokerError>>> = (0..n).map(|_| None).collect();
         for (i, item) in done.into_iter().flatten() {
             items[i] = Some(item);

@@ -51,6 +51,8 @@ mod delivery;
 mod handler;
 mod key_source;
 mod message;
+#[cfg(feature = "nats")]
+mod permitted;
 mod verdict;
 
 #[cfg(feature = "nats")]

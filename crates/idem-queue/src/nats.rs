@@ -30,10 +30,12 @@ use async_nats::HeaderMap;
 use futures_util::StreamExt as _;
 use idem_core::Claim;
 
+use crate::batch::BatchOptions;
 use crate::consumer::Consumer;
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
+use crate::permitted::Permitted;
 use crate::verdict::{Action, Verdict};
 
 /// The header JetStream deduplicates publishes by.
@@ -148,7 +150,12 @@ impl Delivery for JetStreamDelivery {
 }
 
 /// Consumes `pull` with `consumer` until its message stream ends: at most
-/// `options.parallelism` handlers at once.
+/// `options.parallelism` handlers at once. The messages the stream has
+/// ready are handed over together, as one batch
+/// ([`Consumer::handle_batch`]): their claims are asked for at once (one
+/// call on a store that batches them), a message delivered twice in it runs
+/// once, and each one's handler permit goes back as soon as its verdict is
+/// told.
 pub async fn consume<H: Handler>(
     consumer: Arc<Consumer<H>>,
     js: Context,
@@ -156,31 +163,50 @@ pub async fn consume<H: Handler>(
     options: JetStreamOptions,
 ) -> Result<(), BrokerError> {
     let dead_letters: Arc<str> = Arc::from(options.dead_letter_subject.as_str());
-    let permits = Arc::new(tokio::sync::Semaphore::new(options.parallelism.max(1)));
+    let parallelism = options.parallelism.max(1);
+    let permits = Arc::new(tokio::sync::Semaphore::new(parallelism));
     let mut messages = pull
         .messages()
         .await
-        .map_err(|e| BrokerError::new("jetstream messages", e))?;
+        .map_err(|e| BrokerError::new("jetstream messages", e))?
+        .ready_chunks(parallelism);
     let mut running = tokio::task::JoinSet::new();
-    while let Some(delivery) = messages.next().await {
-        let delivery = match delivery {
-            Ok(delivery) => delivery,
-            Err(e) => {
-                running.detach_all();
-                return Err(BrokerError::new("jetstream delivery", e));
+    while let Some(ready) = messages.next().await {
+        let mut batch = Vec::with_capacity(ready.len());
+        let mut failed = None;
+        for delivery in ready {
+            match delivery {
+                Ok(delivery) => {
+                    let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+                        break;
+                    };
+                    let delivery =
+                        JetStreamDelivery::new(delivery, js.clone(), Arc::clone(&dead_letters));
+                    batch.push(Permitted::new(delivery, permit));
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
-        };
-        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
-            break;
-        };
-        let delivery = JetStreamDelivery::new(delivery, js.clone(), Arc::clone(&dead_letters));
-        let consumer = Arc::clone(&consumer);
-        running.spawn(async move {
-            if let Err(e) = consumer.handle(delivery).await {
-                tracing::warn!(target: "idem", error = %e, "jetstream: the verdict could not be told; the message will be redelivered");
-            }
-            drop(permit);
-        });
+        }
+        if !batch.is_empty() {
+            let consumer = Arc::clone(&consumer);
+            running.spawn(async move {
+                let options = BatchOptions {
+                    parallelism: batch.len(),
+                    group_by: None,
+                };
+                let report = consumer.handle_batch(batch, options).await;
+                for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
+                    tracing::warn!(target: "idem", error = %failed, "jetstream: the verdict could not be told; the message will be redelivered");
+                }
+            });
+        }
+        if let Some(e) = failed {
+            running.detach_all();
+            return Err(BrokerError::new("jetstream delivery", e));
+        }
         while running.try_join_next().is_some() {}
     }
     // Handlers still running finish on their own: dropping them would

@@ -29,6 +29,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel};
 
+use crate::batch::BatchOptions;
 use crate::consumer::Consumer;
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
@@ -198,7 +199,11 @@ impl Delivery for RabbitDelivery {
 
 /// Consumes `queue` on `channel` with `consumer` until the channel closes
 /// or the consumer is cancelled: at most `options.prefetch` deliveries at
-/// once, each handled in a task of its own. The queue must exist; the
+/// once. The deliveries the channel has ready are handed over together, as
+/// one batch ([`Consumer::handle_batch`]): their claims are asked for at
+/// once (one call on a store that batches them), a message delivered twice
+/// in it runs once, and each is acknowledged as soon as its verdict is
+/// known, which frees its place in the prefetch window. The queue must exist; the
 /// dead-letter queue is declared (durable) if missing, and the channel is
 /// put in confirm mode.
 pub async fn consume<H: Handler>(
@@ -232,7 +237,7 @@ pub async fn consume<H: Handler>(
         .basic_qos(options.prefetch.max(1), BasicQosOptions::default())
         .await
         .map_err(broker("basic.qos"))?;
-    let mut deliveries = channel
+    let deliveries = channel
         .basic_consume(
             queue,
             "",
@@ -241,22 +246,41 @@ pub async fn consume<H: Handler>(
         )
         .await
         .map_err(broker("basic.consume"))?;
+    let mut deliveries = deliveries.ready_chunks(usize::from(options.prefetch.max(1)));
     let mut running = tokio::task::JoinSet::new();
-    while let Some(delivery) = deliveries.next().await {
-        let delivery = match delivery {
-            Ok(delivery) => delivery,
-            Err(e) => {
-                running.detach_all();
-                return Err(broker("delivery")(e));
+    while let Some(ready) = deliveries.next().await {
+        let mut batch = Vec::with_capacity(ready.len());
+        let mut failed = None;
+        for delivery in ready {
+            match delivery {
+                Ok(delivery) => batch.push(RabbitDelivery::new(
+                    delivery,
+                    channel.clone(),
+                    Arc::clone(&dead_letters),
+                )),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
-        };
-        let delivery = RabbitDelivery::new(delivery, channel.clone(), Arc::clone(&dead_letters));
-        let consumer = Arc::clone(&consumer);
-        running.spawn(async move {
-            if let Err(e) = consumer.handle(delivery).await {
-                tracing::warn!(target: "idem", error = %e, "rabbitmq: the verdict could not be told; the message stays unacknowledged");
-            }
-        });
+        }
+        if !batch.is_empty() {
+            let consumer = Arc::clone(&consumer);
+            running.spawn(async move {
+                let options = BatchOptions {
+                    parallelism: batch.len(),
+                    group_by: None,
+                };
+                let report = consumer.handle_batch(batch, options).await;
+                for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
+                    tracing::warn!(target: "idem", error = %failed, "rabbitmq: the verdict could not be told; the message stays unacknowledged");
+                }
+            });
+        }
+        if let Some(e) = failed {
+            running.detach_all();
+            return Err(broker("delivery")(e));
+        }
         while running.try_join_next().is_some() {}
     }
     // Handlers still running finish on their own: dropping them would

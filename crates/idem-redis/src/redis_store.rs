@@ -255,28 +255,29 @@ impl RedisStore {
         self
     }
 
-    /// Whether claims and completions asked for while a call of theirs is
-    /// on the wire go together in the next call, one script call for all of
-    /// them (per hash slot on a cluster): group commit. On by default.
+    /// Whether the claims and completions of a batch
+    /// ([`idem_core::in_batch`]: a queue consumer's fetched deliveries,
+    /// `idem_queue::Consumer::handle_batch`) go together, one script call
+    /// for all those asked at once (per hash slot on a cluster), their
+    /// records read in one `MGET`. On by default; calls outside a batch (an
+    /// HTTP request) always go alone, at once.
     ///
-    /// Each call to Redis costs its dispatch and its script's start (about
-    /// 5 µs of Redis CPU) whatever it does, so a queue consumer handling a
-    /// fetched batch at once, or a service under load, pays that once a
-    /// batch instead of twice a request. Nothing waits for a batch to fill:
-    /// a lone call goes at once, after a hand-over to the task that sends
-    /// it. Each item runs the single script's code on its own keys, fails
-    /// alone (before its first write), and is answered as its call alone
-    /// would be. With [`with_replication`](Self::with_replication) every
-    /// call goes alone, followed by its `WAIT`.
+    /// Each record in a batch runs the single call's code on its own keys,
+    /// fails alone (before its first write), and is answered as its call
+    /// alone would be. A batch's Redis CPU a message is about 40% less than
+    /// its calls' one by one (`docs/benchmarks.md`). With
+    /// [`with_replication`](Self::with_replication) every call goes alone,
+    /// followed by its `WAIT`.
     #[must_use]
     pub fn with_batching(mut self, batching: bool) -> Self {
         self.batching = batching;
         self
     }
 
-    /// Whether this store's begins and completions go in batches.
+    /// Whether this call goes in a batch: asked inside one
+    /// ([`idem_core::in_batch`]), on a store that batches.
     pub(crate) fn batches(&self) -> bool {
-        self.batching && self.replication.is_none()
+        self.batching && self.replication.is_none() && idem_core::is_in_batch()
     }
 
     /// How long one store call may take before it fails as unavailable
