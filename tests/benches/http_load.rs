@@ -32,9 +32,6 @@
 //! the least design) and idem, on memory and on the same Redis.
 //! `-- redis-floor` puts the least design that fences (two minimal scripts,
 //! `common/fenced_floor.rs`) between the least design and idem.
-//! `-- redis-batching` puts idem sending each begin and completion in a
-//! script call of its own (`RedisStore::with_batching(false)`, the version
-//! before) between the least design and idem (batched, the default).
 //!
 //! `-- replay` and `-- redis-replay` record 500 requests first and then
 //! send only those: every request idem answers is a replay (on memory, or
@@ -251,17 +248,6 @@ async fn redis_pair_laid_out(
     trace: Duration,
     layout: KeyLayout,
 ) -> Result<(String, String), String> {
-    redis_pair_batching(replay_cache, trace, layout, true).await
-}
-
-/// The redis pair, its begins and completions in batches or not
-/// (`with_batching`).
-async fn redis_pair_batching(
-    replay_cache: bool,
-    trace: Duration,
-    layout: KeyLayout,
-    batching: bool,
-) -> Result<(String, String), String> {
     let url = idem_tests::redis_url();
     let run = format!("idem-bench:{}:", std::process::id());
     let redis = redis::aio::ConnectionManager::new(
@@ -281,8 +267,7 @@ async fn redis_pair_batching(
         .map_err(|e| e.to_string())?
         .with_prefix(&format!("{run}idem:"))
         .with_expired_trace(trace)
-        .with_key_layout(layout)
-        .with_batching(batching);
+        .with_key_layout(layout);
     let store = if replay_cache {
         store.with_replay_cache(64 << 20, Duration::from_secs(5))
     } else {
@@ -945,30 +930,6 @@ fn run_redis_trace_trio(rt: &tokio::runtime::Runtime, script: &str) -> Result<()
     )
 }
 
-/// What batching changes: the redis pair's baseline, idem sending each
-/// begin and completion in a call of its own (`with_batching(false)`, the
-/// version before), and idem batching them (the default).
-fn run_redis_batching_trio(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
-    let ((naive, alone), (_, batched)) = rt.block_on(async {
-        let trace = idem_redis::DEFAULT_TRACE;
-        let layout = KeyLayout::default();
-        let alone = redis_pair_batching(false, trace, layout, false).await?;
-        let batched = redis_pair_batching(false, trace, layout, true).await?;
-        Ok::<_, String>((alone, batched))
-    })?;
-    compare_on_redis(
-        rt,
-        "redis-batching",
-        [
-            "SET NX + SET (baseline)",
-            "with idem (RedisStore, a call each)",
-            "with idem (RedisStore, batched)",
-        ],
-        [&naive, &alone, &batched],
-        script,
-    )
-}
-
 /// What compact keys change: the redis pair's baseline, idem writing hex
 /// keys (the default) and idem writing compact keys (both read both).
 fn run_redis_layouts_trio(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
@@ -1373,9 +1334,6 @@ fn run_redis_pairs(
     if wanted("redis-layouts") {
         run_redis_layouts_trio(rt, script)?;
     }
-    if wanted("redis-batching") {
-        run_redis_batching_trio(rt, script)?;
-    }
     if wanted("redis-replay") {
         run_redis_replay_pair(rt, replay_script, false)?;
     }
@@ -1391,7 +1349,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-floor|redis-batching|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core|redis-replicated-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-floor|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core|redis-replicated-own-core]`"
         );
         return ExitCode::SUCCESS;
     }

@@ -8,10 +8,14 @@
 //! the consumer without idem.
 //!
 //! The consumer without idem does what the adapter does around the
-//! pipeline, the same way: RabbitMQ prefetch 16 and a task per delivery,
-//! `basic.ack`; JetStream a pull consumer, 16 handlers at once, a double
-//! ack; Redis Streams `XPENDING` for entries to take over, `XREADGROUP` 16
-//! at a time, `XACK` each.
+//! pipeline, the same way: RabbitMQ prefetch 16, the deliveries ready handed
+//! over together to a task, `basic.ack` each; JetStream a pull consumer,
+//! the messages ready handed over together, 16 handlers at once, a double
+//! ack each; Redis Streams `XPENDING` for entries to take over,
+//! `XREADGROUP` 16 at a time, `XACK` each. idem runs on the memory store, on
+//! Redis (each fetched batch's claims in one script call and its
+//! completions in one, the default) and on Redis a call each
+//! (`with_batching(false)`).
 //!
 //! Each round also reports the CPU a message takes in this process (the
 //! consumer) and in Redis (`INFO cpu`), and the script calls a message
@@ -178,12 +182,19 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
                     FieldTable::default(),
                 )
                 .await?;
-            while let Some(delivery) = deliveries.next().await {
-                let delivery = delivery?;
+            let mut deliveries = deliveries.ready_chunks(16);
+            while let Some(ready) = deliveries.next().await {
+                let ready = ready.into_iter().collect::<Result<Vec<_>, _>>()?;
                 let handled = Arc::clone(&handled);
                 tokio::spawn(async move {
-                    bare(&delivery.data, &handled);
-                    let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+                    futures_util::future::join_all(ready.into_iter().map(|delivery| {
+                        let handled = Arc::clone(&handled);
+                        async move {
+                            bare(&delivery.data, &handled);
+                            let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+                        }
+                    }))
+                    .await;
                 });
             }
             Ok(())
@@ -248,15 +259,23 @@ async fn nats_round(variant: Variant, round: usize) -> Result<Duration, Error> {
         let handled = Arc::clone(&handled);
         Box::pin(async move {
             let permits = Arc::new(tokio::sync::Semaphore::new(16));
-            let mut messages = pull.messages().await?;
-            while let Some(message) = messages.next().await {
-                let message = message?;
-                let permit = Arc::clone(&permits).acquire_owned().await?;
+            let mut messages = pull.messages().await?.ready_chunks(16);
+            while let Some(ready) = messages.next().await {
+                let mut batch = Vec::with_capacity(ready.len());
+                for message in ready {
+                    batch.push((message?, Arc::clone(&permits).acquire_owned().await?));
+                }
                 let handled = Arc::clone(&handled);
                 tokio::spawn(async move {
-                    bare(&message.payload, &handled);
-                    let _ = message.double_ack().await;
-                    drop(permit);
+                    futures_util::future::join_all(batch.into_iter().map(|(message, permit)| {
+                        let handled = Arc::clone(&handled);
+                        async move {
+                            bare(&message.payload, &handled);
+                            let _ = message.double_ack().await;
+                            drop(permit);
+                        }
+                    }))
+                    .await;
                 });
             }
             Ok(())

@@ -241,12 +241,15 @@ impl RedisStore {
 
 /// Each item's answer in a call's reply, in order: as its script alone
 /// would have answered, or the error it raised, as that call's error. A
-/// call that failed fails each item.
-pub(crate) fn answers(
+/// call that failed fails each item; a call for one item is its answer.
+fn answers(
     lane: Lane,
     reply: Result<Value, StoreError>,
     n: usize,
 ) -> Vec<Result<Value, StoreError>> {
+    if n == 1 {
+        return vec![reply];
+    }
     match reply {
         Ok(Value::Array(answers)) if answers.len() == n => answers
             .into_iter()

@@ -11,7 +11,7 @@ use idem_core::{
 };
 use redis::Value;
 
-use crate::batch::{answers, Lane};
+use crate::batch::Lane;
 use crate::eviction;
 use crate::operations::{self, parse_token};
 use crate::redis_store::fenced_reply;
@@ -67,13 +67,8 @@ impl RedisStore {
                 .map(|reply| (reply, Ok(())))
         } else {
             let eval = evalsha(&self.scripts.begin, &keys.all(), &args);
-            match self
-                .eval_replicated("begin", &self.scripts.begin, &eval)
+            self.eval_replicated("begin", &self.scripts.begin, &eval)
                 .await
-            {
-                Ok((reply, replicated)) => only(Lane::Begin, Ok(reply)).map(|r| (r, replicated)),
-                Err(e) => Err(e),
-            }
         };
         let (reply, replicated) = match claimed {
             // A full server refuses the claim; it may still answer a retry
@@ -174,19 +169,10 @@ impl RedisStore {
         } else {
             let script = &self.scripts.complete;
             let eval = evalsha(script, &keys.three(), &args);
-            only(Lane::Complete, self.eval("complete", script, &eval).await)?
+            self.eval("complete", script, &eval).await?
         };
         fenced_reply("complete", reply)
     }
-}
-
-/// The one answer of a call for one record.
-fn only(lane: Lane, reply: Result<Value, StoreError>) -> Result<Value, StoreError> {
-    answers(lane, reply, 1).pop().unwrap_or_else(|| {
-        Err(StoreError::corrupt(
-            "redis: a call for one record answered none",
-        ))
-    })
 }
 
 #[async_trait]

@@ -265,7 +265,7 @@ mod tests {
         assert!(!complete.contains("local function existing("));
         assert!(complete.contains("local function replay_left("));
         let begin = lua_prelude_for(include_str!("lua/begin.lua"));
-        for helper in ["existing", "refuse_newer", "replay_left", "look", "traced"] {
+        for helper in ["existing", "refuse_newer", "replay_left", "traced"] {
             assert!(
                 begin.contains(&format!("local function {helper}(")),
                 "{helper}"

@@ -4,9 +4,10 @@
 -- key, written by the version before: the fingerprint of a completed
 -- record, kept after the record expires; KEYS[3] and KEYS[4] the other
 -- layout's), record after record; ARGV each record's four arguments. All
--- of them are read in one MGET, and the clock at most once. Replies one
--- answer per record, in order: a fresh claim's token as a string, every
--- other answer a tagged array, and an error the record raised as
+-- of them are read in one MGET, and the clock at most once. A record's
+-- answer: a fresh claim's token as a string, every other answer a tagged
+-- array. One record is answered alone (an error it raises is the call's);
+-- several with one answer each, in order, an error a record raised as
 -- {'!', error} (it raised before writing anything, and the other records
 -- are answered as if it had not been asked).
 -- The record is one string: state (IN_FLIGHT, COMPLETED, RELEASED, or
@@ -70,6 +71,8 @@ local function begin(k, a)
   local token = string.format('%016.0f', math.max(tonumber(string.sub(v, TOKEN_FROM, TOKEN_TO)) + 1, tonumber(clock())))
   return claim(k, fingerprint, lease_ms, token)
 end
+-- One record: its answer, and its error the call's (no wrapping to pay).
+if #KEYS == 4 then return begin(0, 0) end
 local answers = {}
 for i = 0, #KEYS / 4 - 1 do
   local ok, answer = pcall(begin, i * 4, i * 4)

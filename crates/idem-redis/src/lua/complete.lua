@@ -4,9 +4,10 @@
 -- (key_layout.rs, HolderKeys::three: the record under the layout this
 -- store writes, its trace key, the hex key, which wake-ups name), claim
 -- after claim; ARGV each claim's five arguments. The records are read in
--- one MGET. Replies one answer per claim, in order: 1 completed (now, or
--- before by this token), 0 the claim is lost, {'!', error} an error it
--- raised (before writing anything). The record's layout is in begin.lua.
+-- one MGET. A claim's answer: 1 completed (now, or before by this token),
+-- 0 the claim is lost. One claim is answered alone (an error it raises is
+-- the call's); several with one answer each, in order, an error a claim
+-- raised as {'!', error} (before writing anything). The record's layout is in begin.lua.
 -- Each branch names its row of idem_core::machine's table.
 local records = {}
 for i = 1, #KEYS, 3 do records[#records + 1] = KEYS[i] end
@@ -44,6 +45,8 @@ local function complete(i)
   -- expired: only its trace is left).
   return 0
 end
+-- One claim: its answer, and its error the call's (no wrapping to pay).
+if #records == 1 then return complete(0) end
 local answers = {}
 for i = 0, #records - 1 do
   local ok, answer = pcall(complete, i)
