@@ -174,7 +174,7 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
         let (handled, queue) = (Arc::clone(&handled), queue.clone());
         Box::pin(async move {
             consuming.basic_qos(16, BasicQosOptions::default()).await?;
-            let mut deliveries = consuming
+            let deliveries = consuming
                 .basic_consume(
                     &queue,
                     "",
