@@ -20,12 +20,17 @@ use idem_tests::{redis_command_calls, redis_connection, unique_prefix, PrivateRe
 
 const LEASE: Duration = Duration::from_secs(30);
 
-/// A store on `server` that has made its first call (its scripts loaded,
-/// the server's eviction policy read), so that what a test asks next is
-/// only its own calls.
+/// A store on `server` that has made its first calls (its scripts loaded,
+/// alone and batched; the server's eviction policy read), so that what a
+/// test asks next is only its own calls.
 async fn warm_store(server: &PrivateRedis) -> RedisStore {
     let store = RedisStore::connect(&server.url()).await.expect("redis");
     idem_tests::claim(&store, &call("warm-up"), LEASE).await;
+    // The batch's script loaded too.
+    let warm = [call("warm-up-1"), call("warm-up-2")];
+    for answer in begin_all(&store, &warm).await {
+        assert!(matches!(answer, Ok(Begin::Acquired(_))), "{answer:?}");
+    }
     store
 }
 
@@ -267,4 +272,37 @@ async fn payments_asked_at_once_outside_a_batch_each_go_alone() {
     assert!(answers.iter().all(|a| matches!(a, Ok(Begin::Acquired(_)))));
     // An HTTP service's requests never wait on another's call.
     assert_eq!(evalsha(&mut con).await - before, 8);
+}
+
+#[tokio::test]
+async fn a_batch_of_payments_on_a_cluster_goes_to_each_records_slot_and_each_runs_once() {
+    let store = RedisStore::connect_cluster(idem_tests::redis_cluster_nodes())
+        .await
+        .expect("cluster")
+        .with_prefix(&unique_prefix("batch-cluster"));
+    let engine = Engine::new(store);
+    let ran = AtomicUsize::new(0);
+    // Records spread over the cluster's slots: each group goes to its node.
+    let calls: Vec<Call> = (0..32).map(|i| call(&format!("spread-{i}"))).collect();
+    let run = || {
+        in_batch(join_all(calls.iter().map(|c| {
+            engine.run(c, |_claim| async {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Never>(format!("receipt for {}", c.key()))
+            })
+        })))
+    };
+    for (c, answer) in calls.iter().zip(run().await) {
+        assert_eq!(
+            answer.ok(),
+            Some(Ran::Executed(format!("receipt for {}", c.key())))
+        );
+    }
+    for (c, answer) in calls.iter().zip(run().await) {
+        assert_eq!(
+            answer.ok(),
+            Some(Ran::Replayed(format!("receipt for {}", c.key())))
+        );
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 32);
 }

@@ -56,10 +56,13 @@ impl Lane {
         }
     }
 
-    fn script(self, store: &RedisStore) -> &Script {
-        match self {
-            Self::Begin => &store.scripts.begin,
-            Self::Complete => &store.scripts.complete,
+    /// The script for `n` items: the single one for one.
+    fn script(self, store: &RedisStore, n: usize) -> &Script {
+        match (self, n) {
+            (Self::Begin, 1) => &store.scripts.begin,
+            (Self::Begin, _) => &store.scripts.begin_batch,
+            (Self::Complete, 1) => &store.scripts.complete,
+            (Self::Complete, _) => &store.scripts.complete_batch,
         }
     }
 }
@@ -220,7 +223,7 @@ impl RedisStore {
 
     /// One call for `items`; each item answered.
     async fn send(&self, lane: Lane, items: Vec<Item>) {
-        let script = lane.script(self);
+        let script = lane.script(self, items.len());
         let keys: Vec<&str> = items
             .iter()
             .flat_map(|i| i.keys.iter().map(String::as_str))

@@ -3,11 +3,10 @@
 
 use redis::Script;
 
-/// `begin(fingerprint, lease_ms, want_ttl, durable)` for each record of a
-/// batch of one or more ([`crate::batch`]). The batch's keys are read in
-/// one `MGET`; a new key is claimed by `TIME` (once a call) and `SET`. Each
-/// record's answer: a fresh claim's token as a string, every other answer
-/// a tagged array, an error it raised `{'!', error}`.
+/// `begin(fingerprint, lease_ms, want_ttl, durable)`. A new key is claimed
+/// by reading its keys (one `MGET`), `TIME` and `SET`. A fresh claim
+/// replies with its token as a string, every other answer is a tagged
+/// array.
 ///
 /// A record is one string ([`crate::value_layout`]): state (`F` in flight,
 /// `C` completed, `R` released, `2` completed and carrying its trace),
@@ -18,13 +17,22 @@ use redis::Script;
 /// is alive: an expired lease is a missing key.
 pub(crate) const BEGIN: &str = include_str!("lua/begin.lua");
 
-/// `complete(token, ttl_ms, outcome, channel, trace_ms)` for each claim of
-/// a batch of one or more ([`crate::batch`]), the records read in one
-/// `MGET`: 1 done (now, or before by this token), 0 lost, `{'!', error}`. With a trace, the completed record
+/// `complete(token, ttl_ms, outcome, channel, trace_ms)`: 1 done (now, or
+/// before by this token), 0 lost. With a trace, the completed record
 /// carries it (record format 2): its key outlives the replay by
 /// `trace_ms`, and in that time `begin` answers a retry of it `Expired`
 /// instead of claiming it again.
 pub(crate) const COMPLETE: &str = include_str!("lua/complete.lua");
+
+/// `begin` for each record of a batch ([`crate::batch`]), one call: the
+/// batch's keys read in one `MGET`, the clock read once; an answer per
+/// record as `begin` gives it, or `{'!', error}`. A call for one record
+/// runs [`BEGIN`], which costs less alone.
+pub(crate) const BEGIN_BATCH: &str = include_str!("lua/begin_batch.lua");
+
+/// `complete` for each claim of a batch, one call: the records read in one
+/// `MGET`; an answer per claim as `complete` gives it, or `{'!', error}`.
+pub(crate) const COMPLETE_BATCH: &str = include_str!("lua/complete_batch.lua");
 
 /// `release(token)`: the lease ends now. The record stays a millisecond as
 /// released, so that a claim in that time draws its token above this one.
@@ -50,8 +58,10 @@ pub(crate) const REMOVE: &str = include_str!("lua/remove.lua");
 
 pub(crate) struct Scripts {
     pub(crate) begin: Script,
+    pub(crate) begin_batch: Script,
     pub(crate) peek: Script,
     pub(crate) complete: Script,
+    pub(crate) complete_batch: Script,
     pub(crate) release: Script,
     pub(crate) renew: Script,
     pub(crate) inspect: Script,
@@ -63,8 +73,10 @@ impl Scripts {
     pub(crate) fn new() -> Self {
         Self {
             begin: with_layout(BEGIN),
+            begin_batch: with_layout(BEGIN_BATCH),
             peek: with_layout(PEEK),
             complete: with_layout(COMPLETE),
+            complete_batch: with_layout(COMPLETE_BATCH),
             release: with_layout(RELEASE),
             renew: with_layout(RENEW),
             inspect: with_layout(INSPECT),

@@ -163,12 +163,13 @@ impl RedisStore {
         ];
         let keys = self.holder_keys(id);
         let reply = if self.batches() {
+            // Three keys an item, whatever the layout (the hex key last).
             let args = args.iter().map(|a| a.to_vec()).collect();
             let keys = keys.three().map(str::to_owned).to_vec();
             self.batched(Lane::Complete, keys, args).await?
         } else {
             let script = &self.scripts.complete;
-            let eval = evalsha(script, &keys.three(), &args);
+            let eval = evalsha(script, &keys.all(), &args);
             self.eval("complete", script, &eval).await?
         };
         fenced_reply("complete", reply)

@@ -193,8 +193,10 @@ pub(crate) fn lua_prelude_for(script: &str) -> String {
 mod tests {
     use super::*;
 
-    const SCRIPTS: [(&str, &str); 8] = [
+    const SCRIPTS: [(&str, &str); 10] = [
         ("begin", include_str!("lua/begin.lua")),
+        ("begin_batch", include_str!("lua/begin_batch.lua")),
+        ("complete_batch", include_str!("lua/complete_batch.lua")),
         ("peek", include_str!("lua/peek.lua")),
         ("complete", include_str!("lua/complete.lua")),
         ("commit", include_str!("lua/commit.lua")),
@@ -263,9 +265,9 @@ mod tests {
         }
         let complete = lua_prelude_for(include_str!("lua/complete.lua"));
         assert!(!complete.contains("local function existing("));
-        assert!(complete.contains("local function replay_left("));
+        assert!(complete.contains("local function wake_key("));
         let begin = lua_prelude_for(include_str!("lua/begin.lua"));
-        for helper in ["existing", "refuse_newer", "replay_left", "traced"] {
+        for helper in ["existing", "refuse_newer", "replay_left", "look", "traced"] {
             assert!(
                 begin.contains(&format!("local function {helper}(")),
                 "{helper}"
