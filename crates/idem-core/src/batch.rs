@@ -28,8 +28,8 @@ tokio::task_local! {
 /// let (first, second) = (order("order-1")?, order("order-2")?);
 /// let (a, b) = idem_core::in_batch(async {
 ///     tokio::join!(
-///         engine.run(&first, |_claim| async { Ok::<_, Never>("shipped 1") }),
-///         engine.run(&second, |_claim| async { Ok::<_, Never>("shipped 2") }),
+///         engine.run(&first, |_claim| async { Ok::<_, Never>(String::from("shipped 1")) }),
+///         engine.run(&second, |_claim| async { Ok::<_, Never>(String::from("shipped 2")) }),
 ///     )
 /// })
 /// .await;
