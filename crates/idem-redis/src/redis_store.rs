@@ -264,8 +264,8 @@ impl RedisStore {
     ///
     /// Each record in a batch runs the single call's code on its own keys,
     /// fails alone (before its first write), and is answered as its call
-    /// alone would be. A batch's Redis CPU a message is about 40% less than
-    /// its calls' one by one (`docs/benchmarks.md`). With
+    /// alone would be. A full batch's scripts cost a fifth to a third less
+    /// Redis CPU a message than its calls one by one (`docs/benchmarks.md`). With
     /// [`with_replication`](Self::with_replication) every call goes alone,
     /// followed by its `WAIT`.
     #[must_use]
