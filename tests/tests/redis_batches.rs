@@ -306,3 +306,107 @@ async fn a_batch_of_payments_on_a_cluster_goes_to_each_records_slot_and_each_run
     }
     assert_eq!(ran.load(Ordering::SeqCst), 32);
 }
+
+#[tokio::test]
+async fn payments_whose_callers_go_away_while_their_batch_is_queued_are_released_not_left_in_flight(
+) {
+    let server = PrivateRedis::start(false);
+    let store = warm_store(&server).await;
+    let engine = Engine::new(store.clone());
+    let calls: Vec<Call> = (0..8).map(|i| call(&format!("gone-{i}"))).collect();
+    // The callers go away after their claims are queued and before any is
+    // answered: nothing ran under them, so each claim that lands is released.
+    let gone = tokio::time::timeout(
+        Duration::ZERO,
+        in_batch(join_all(calls.iter().map(|c| engine.begin(c)))),
+    )
+    .await;
+    assert!(
+        gone.is_err(),
+        "the batch was answered before its callers left"
+    );
+    for c in &calls {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while store
+            .inspect(c.record_id())
+            .await
+            .expect("inspect")
+            .is_some()
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} still in flight",
+                c.key()
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+    // A retry runs each at once.
+    let ran = AtomicUsize::new(0);
+    let retried = in_batch(join_all(calls.iter().map(|c| {
+        engine.run(c, |_claim| async {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Never>("ran".to_owned())
+        })
+    })))
+    .await;
+    assert!(
+        retried.iter().all(|r| matches!(r, Ok(Ran::Executed(_)))),
+        "{retried:?}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 8);
+}
+
+#[tokio::test]
+async fn a_holder_that_lost_its_claim_records_nothing_in_a_batch_beside_one_that_holds() {
+    let server = PrivateRedis::start(false);
+    let store = warm_store(&server).await;
+    let (lost, held) = (call("pay-lost"), call("pay-held"));
+    let stale = idem_tests::claim(&store, &lost, Duration::from_millis(50)).await;
+    let holding = idem_tests::claim(&store, &held, LEASE).await;
+    // The first holder froze past its lease; another attempt took over.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let taker = loop {
+        match store
+            .begin(lost.record_id(), lost.fingerprint(), LEASE)
+            .await
+        {
+            Ok(Begin::Acquired(lease)) => break lease,
+            Ok(Begin::InFlight { .. }) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the lease never ended"
+                );
+                tokio::task::yield_now().await;
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let (late, fresh) = (
+        Outcome::new(b"late".to_vec()),
+        Outcome::new(b"held".to_vec()),
+    );
+    let completed = in_batch(join_all([
+        store.complete(lost.record_id(), &stale, &late, Duration::from_mins(1)),
+        store.complete(held.record_id(), &holding, &fresh, Duration::from_mins(1)),
+    ]))
+    .await;
+    match &completed[0] {
+        Err(e) => assert!(e.is_lease_lost(), "{e}"),
+        other => panic!("a completion by a lost claim: {other:?}"),
+    }
+    assert!(completed[1].is_ok(), "{:?}", completed[1]);
+    // The taker's claim is untouched, and records its own outcome.
+    let own = Outcome::new(b"taker".to_vec());
+    store
+        .complete(lost.record_id(), &taker, &own, Duration::from_mins(1))
+        .await
+        .expect("the taker completes");
+    match store
+        .begin(lost.record_id(), lost.fingerprint(), LEASE)
+        .await
+    {
+        Ok(Begin::Replay(outcome)) => assert_eq!(outcome.as_bytes(), own.as_bytes()),
+        other => panic!("{other:?}"),
+    }
+}

@@ -16,6 +16,33 @@ use crate::handler::Handler;
 use crate::message::Message;
 use crate::verdict::{Action, Outcome, Verdict};
 
+/// Hands `batch` (the deliveries a broker had ready) to a task of
+/// `running`, run as one batch, each delivery settled as soon as its
+/// verdict is known; a verdict `broker` could not be told is logged, and
+/// its message stays with the broker, to be delivered again.
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+pub(crate) fn spawn_batch<H: Handler, D: Delivery + 'static>(
+    running: &mut tokio::task::JoinSet<()>,
+    consumer: &std::sync::Arc<Consumer<H>>,
+    batch: Vec<D>,
+    broker: &'static str,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    let consumer = std::sync::Arc::clone(consumer);
+    running.spawn(async move {
+        let options = BatchOptions {
+            parallelism: batch.len(),
+            group_by: None,
+        };
+        let report = consumer.handle_batch(batch, options).await;
+        for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
+            tracing::warn!(target: "idem", broker, error = %failed, "the verdict could not be told; the message stays with the broker, to be delivered again");
+        }
+    });
+}
+
 /// What puts deliveries of a batch in one run, handled in order.
 #[derive(PartialEq)]
 enum RunOf {

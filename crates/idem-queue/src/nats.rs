@@ -30,7 +30,7 @@ use async_nats::HeaderMap;
 use futures_util::StreamExt as _;
 use idem_core::Claim;
 
-use crate::batch::BatchOptions;
+use crate::batch::spawn_batch;
 use crate::consumer::Consumer;
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
@@ -190,19 +190,7 @@ pub async fn consume<H: Handler>(
                 }
             }
         }
-        if !batch.is_empty() {
-            let consumer = Arc::clone(&consumer);
-            running.spawn(async move {
-                let options = BatchOptions {
-                    parallelism: batch.len(),
-                    group_by: None,
-                };
-                let report = consumer.handle_batch(batch, options).await;
-                for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
-                    tracing::warn!(target: "idem", error = %failed, "jetstream: the verdict could not be told; the message will be redelivered");
-                }
-            });
-        }
+        spawn_batch(&mut running, &consumer, batch, "jetstream");
         if let Some(e) = failed {
             running.detach_all();
             return Err(BrokerError::new("jetstream delivery", e));

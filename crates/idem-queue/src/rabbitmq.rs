@@ -29,7 +29,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel};
 
-use crate::batch::BatchOptions;
+use crate::batch::spawn_batch;
 use crate::consumer::Consumer;
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
@@ -264,19 +264,7 @@ pub async fn consume<H: Handler>(
                 }
             }
         }
-        if !batch.is_empty() {
-            let consumer = Arc::clone(&consumer);
-            running.spawn(async move {
-                let options = BatchOptions {
-                    parallelism: batch.len(),
-                    group_by: None,
-                };
-                let report = consumer.handle_batch(batch, options).await;
-                for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
-                    tracing::warn!(target: "idem", error = %failed, "rabbitmq: the verdict could not be told; the message stays unacknowledged");
-                }
-            });
-        }
+        spawn_batch(&mut running, &consumer, batch, "rabbitmq");
         if let Some(e) = failed {
             running.detach_all();
             return Err(broker("delivery")(e));

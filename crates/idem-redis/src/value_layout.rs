@@ -62,7 +62,8 @@ pub(crate) const TRACED_OUTCOME: usize = 62;
 /// which wake-ups name); and `traced`, the answer to a
 /// retry of an expired record from its trace (expired, or mismatch; with
 /// the durable mode, made a write of the connection's own as begin's other
-/// answers are).
+/// answers are); and `answer_each`, a batch script's reply: each record's
+/// answer, or `{'!', error}` for one that raised (before writing).
 pub(crate) fn lua_prelude() -> String {
     let tag = |b: u8| char::from(b);
     format!(
@@ -120,6 +121,18 @@ pub(crate) fn lua_prelude() -> String {
          \x20   return {{'R', string.sub(v, TRACED_OUTCOME_FROM)}}\n\
          \x20 end\n\
          \x20 error('idem: corrupt record')\n\
+         end\n\
+         local function answer_each(n, one)\n\
+         \x20 local answers = {{}}\n\
+         \x20 for i = 0, n - 1 do\n\
+         \x20   local ok, answer = pcall(one, i)\n\
+         \x20   if not ok then\n\
+         \x20     if type(answer) == 'table' then answer = answer.err end\n\
+         \x20     answer = {{'!', tostring(answer)}}\n\
+         \x20   end\n\
+         \x20   answers[i + 1] = answer\n\
+         \x20 end\n\
+         \x20 return answers\n\
          end\n\
          local function traced(trace, trace_key, fingerprint, durable)\n\
          \x20 if durable == '1' then\n\
@@ -247,6 +260,7 @@ mod tests {
             "look",
             "wake_key",
             "existing",
+            "answer_each",
             "traced",
         ];
         let full = lua_prelude();

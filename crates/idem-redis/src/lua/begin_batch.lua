@@ -71,13 +71,4 @@ local function begin(k, a)
   local token = string.format('%016.0f', math.max(tonumber(string.sub(v, TOKEN_FROM, TOKEN_TO)) + 1, tonumber(clock())))
   return claim(k, fingerprint, lease_ms, token)
 end
-local answers = {}
-for i = 0, #KEYS / 4 - 1 do
-  local ok, answer = pcall(begin, i * 4, i * 4)
-  if not ok then
-    if type(answer) == 'table' then answer = answer.err end
-    answer = {'!', tostring(answer)}
-  end
-  answers[i + 1] = answer
-end
-return answers
+return answer_each(#KEYS / 4, function(i) return begin(i * 4, i * 4) end)

@@ -45,13 +45,4 @@ local function complete(i)
   -- expired: only its trace is left).
   return 0
 end
-local answers = {}
-for i = 0, #records - 1 do
-  local ok, answer = pcall(complete, i)
-  if not ok then
-    if type(answer) == 'table' then answer = answer.err end
-    answer = {'!', tostring(answer)}
-  end
-  answers[i + 1] = answer
-end
-return answers
+return answer_each(#records, complete)
