@@ -15,7 +15,10 @@
 //! `XREADGROUP` 16 at a time, `XACK` each. idem runs on the memory store, on
 //! Redis (each fetched batch's claims in one script call and its
 //! completions in one, the default) and on Redis a call each
-//! (`with_batching(false)`).
+//! (`with_batching(false)`). Beside them, the consumer without idem with
+//! the least design on Redis around its handler (`SET NX` and `SET`, a
+//! fetched batch's in one pipeline each): where the floor is for any
+//! design that records each message in Redis.
 //!
 //! Each round also reports the CPU a message takes in this process (the
 //! consumer) and in Redis (`INFO cpu`), and the script calls a message
@@ -85,9 +88,115 @@ fn bare(data: &[u8], handled: &AtomicUsize) {
     }
 }
 
+/// The consumer without idem's handling of a batch of payloads: the bare
+/// handler each, or (for [`Variant::Least`]) the least design on Redis
+/// around it.
+#[derive(Clone)]
+struct Plain {
+    least: Option<(redis::aio::MultiplexedConnection, String)>,
+}
+
+impl Plain {
+    async fn new(variant: Variant, broker: &str, round: usize) -> Result<Self, Error> {
+        if variant != Variant::Least {
+            return Ok(Self { least: None });
+        }
+        let con = redis::Client::open("redis://127.0.0.1:6379")?
+            .get_multiplexed_async_connection()
+            .await?;
+        Ok(Self {
+            least: Some((con, prefix(broker, round, variant))),
+        })
+    }
+
+    /// Handles one fetched batch; the caller acknowledges each after.
+    async fn handle(&self, payloads: &[&[u8]], handled: &AtomicUsize) -> Result<(), Error> {
+        let Some((con, prefix)) = &self.least else {
+            for data in payloads {
+                bare(data, handled);
+            }
+            return Ok(());
+        };
+        let orders: Vec<Order> = payloads
+            .iter()
+            .filter_map(|d| serde_json::from_slice(d).ok())
+            .collect();
+        let mut claims = redis::pipe();
+        for order in &orders {
+            claims
+                .cmd("SET")
+                .arg(format!("{prefix}{}", order.order_id))
+                .arg("")
+                .arg("NX")
+                .arg("PX")
+                .arg(60_000);
+        }
+        let claimed: Vec<Option<String>> = claims.query_async(&mut con.clone()).await?;
+        let mut records = redis::pipe();
+        for (order, claimed) in orders.iter().zip(claimed) {
+            if claimed.is_some() {
+                records
+                    .cmd("SET")
+                    .arg(format!("{prefix}{}", order.order_id))
+                    .arg(receipt(order))
+                    .arg("PX")
+                    .arg(86_400_000)
+                    .ignore();
+            }
+            handled.fetch_add(1, Ordering::Relaxed);
+        }
+        let () = records.query_async(&mut con.clone()).await?;
+        Ok(())
+    }
+}
+
+/// The Redis keys one round of one variant writes under.
+fn prefix(broker: &str, round: usize, variant: Variant) -> String {
+    format!(
+        "idem-bench:queue:{}:{broker}:{round}:{variant:?}:",
+        std::process::id()
+    )
+}
+
+/// Deletes what a round wrote in Redis, so rounds and runs do not pile up
+/// keys in a shared server.
+async fn forget(broker: &str, round: usize, variant: Variant) -> Result<(), Error> {
+    let mut con = redis::Client::open("redis://127.0.0.1:6379")?
+        .get_multiplexed_async_connection()
+        .await?;
+    let pattern = format!("{}*", prefix(broker, round, variant));
+    let mut cursor = 0_u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1_000)
+            .query_async(&mut con)
+            .await?;
+        if !keys.is_empty() {
+            let _: u64 = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(&mut con)
+                .await?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Variant {
     Bare,
+    /// The bare consumer with the least design on Redis around its handler:
+    /// a fetched batch's keys claimed with `SET NX` in one pipeline, their
+    /// receipts written with `SET` in another (no script, no fencing, no
+    /// fingerprint). What any design that records each message in Redis
+    /// pays at least.
+    Least,
     Memory,
     /// The store's default: claims and completions asked for at once share
     /// script calls.
@@ -97,8 +206,9 @@ enum Variant {
     RedisAlone,
 }
 
-const VARIANTS: [Variant; 4] = [
+const VARIANTS: [Variant; 5] = [
     Variant::Bare,
+    Variant::Least,
     Variant::Memory,
     Variant::Redis,
     Variant::RedisAlone,
@@ -110,10 +220,7 @@ async fn engine(variant: Variant, broker: &str, round: usize) -> Engine {
             let store = idem_redis::RedisStore::connect("redis://127.0.0.1:6379")
                 .await
                 .expect("redis")
-                .with_prefix(&format!(
-                    "idem-bench:queue:{}:{broker}:{round}:{variant:?}:",
-                    std::process::id()
-                ))
+                .with_prefix(&prefix(broker, round, variant))
                 .with_batching(variant == Variant::Redis);
             Engine::new(store)
         }
@@ -170,8 +277,9 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
     // The consumer on a connection of its own, closed after the round.
     let consumer_connection = Connection::connect(url, ConnectionProperties::default()).await?;
     let consuming = consumer_connection.create_channel().await?;
-    let run: Run = if variant == Variant::Bare {
+    let run: Run = if matches!(variant, Variant::Bare | Variant::Least) {
         let (handled, queue) = (Arc::clone(&handled), queue.clone());
+        let plain = Plain::new(variant, BROKER, round).await?;
         Box::pin(async move {
             consuming.basic_qos(16, BasicQosOptions::default()).await?;
             let deliveries = consuming
@@ -185,15 +293,18 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
             let mut deliveries = deliveries.ready_chunks(16);
             while let Some(ready) = deliveries.next().await {
                 let ready = ready.into_iter().collect::<Result<Vec<_>, _>>()?;
-                let handled = Arc::clone(&handled);
+                let (handled, plain) = (Arc::clone(&handled), plain.clone());
                 tokio::spawn(async move {
-                    futures_util::future::join_all(ready.into_iter().map(|delivery| {
-                        let handled = Arc::clone(&handled);
-                        async move {
-                            bare(&delivery.data, &handled);
-                            let _ = delivery.acker.ack(BasicAckOptions::default()).await;
-                        }
-                    }))
+                    let payloads: Vec<&[u8]> = ready.iter().map(|d| d.data.as_slice()).collect();
+                    if let Err(e) = plain.handle(&payloads, &handled).await {
+                        eprintln!("a batch failed: {e}");
+                        return;
+                    }
+                    futures_util::future::join_all(
+                        ready
+                            .iter()
+                            .map(|delivery| delivery.acker.ack(BasicAckOptions::default())),
+                    )
                     .await;
                 });
             }
@@ -214,6 +325,7 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
         })
     };
     let took = timed(run, &handled).await;
+    forget(BROKER, round, variant).await?;
     let _ = consumer_connection.close(200, "round over").await;
     channel
         .queue_delete(&queue, QueueDeleteOptions::default())
@@ -255,8 +367,9 @@ async fn nats_round(variant: Variant, round: usize) -> Result<Duration, Error> {
         )
         .await?;
     let handled = Arc::new(AtomicUsize::new(0));
-    let run: Run = if variant == Variant::Bare {
+    let run: Run = if matches!(variant, Variant::Bare | Variant::Least) {
         let handled = Arc::clone(&handled);
+        let plain = Plain::new(variant, BROKER, round).await?;
         Box::pin(async move {
             let permits = Arc::new(tokio::sync::Semaphore::new(16));
             let mut messages = pull.messages().await?.ready_chunks(16);
@@ -265,16 +378,19 @@ async fn nats_round(variant: Variant, round: usize) -> Result<Duration, Error> {
                 for message in ready {
                     batch.push((message?, Arc::clone(&permits).acquire_owned().await?));
                 }
-                let handled = Arc::clone(&handled);
+                let (handled, plain) = (Arc::clone(&handled), plain.clone());
                 tokio::spawn(async move {
-                    futures_util::future::join_all(batch.into_iter().map(|(message, permit)| {
-                        let handled = Arc::clone(&handled);
-                        async move {
-                            bare(&message.payload, &handled);
+                    let payloads: Vec<&[u8]> = batch.iter().map(|(m, _)| &m.payload[..]).collect();
+                    if let Err(e) = plain.handle(&payloads, &handled).await {
+                        eprintln!("a batch failed: {e}");
+                        return;
+                    }
+                    futures_util::future::join_all(batch.into_iter().map(
+                        |(message, permit)| async move {
                             let _ = message.double_ack().await;
                             drop(permit);
-                        }
-                    }))
+                        },
+                    ))
                     .await;
                 });
             }
@@ -294,6 +410,7 @@ async fn nats_round(variant: Variant, round: usize) -> Result<Duration, Error> {
         })
     };
     let took = timed(run, &handled).await;
+    forget(BROKER, round, variant).await?;
     js.delete_stream(&name).await?;
     Ok(took)
 }
@@ -317,9 +434,10 @@ async fn redis_round(variant: Variant, round: usize) -> Result<Duration, Error> 
     }
     let () = pipe.query_async(&mut c).await?;
     let handled = Arc::new(AtomicUsize::new(0));
-    let run: Run = if variant == Variant::Bare {
+    let run: Run = if matches!(variant, Variant::Bare | Variant::Least) {
         let (handled, stream, client) = (Arc::clone(&handled), stream.clone(), client.clone());
-        Box::pin(async move { bare_stream(client, &stream, &handled).await })
+        let plain = Plain::new(variant, BROKER, round).await?;
+        Box::pin(async move { bare_stream(client, &stream, &plain, &handled).await })
     } else {
         let consumer = with_idem(engine(variant, BROKER, round).await, Arc::clone(&handled));
         let options = idem_queue::redis_streams::StreamOptions::new(&stream, "bench", "bench-1");
@@ -331,6 +449,7 @@ async fn redis_round(variant: Variant, round: usize) -> Result<Duration, Error> 
         })
     };
     let took = timed(run, &handled).await;
+    forget(BROKER, round, variant).await?;
     let _: u64 = redis::cmd("DEL").arg(&stream).query_async(&mut c).await?;
     Ok(took)
 }
@@ -339,6 +458,7 @@ async fn redis_round(variant: Variant, round: usize) -> Result<Duration, Error> 
 async fn bare_stream(
     client: redis::Client,
     stream: &str,
+    plain: &Plain,
     handled: &AtomicUsize,
 ) -> Result<(), Error> {
     let mut reads = client.get_multiplexed_async_connection().await?;
@@ -375,14 +495,16 @@ async fn bare_stream(
             .arg(">")
             .query_async(&mut reads)
             .await?;
-        futures_util::future::join_all(entries(&read).into_iter().map(|(id, data)| {
+        let read = entries(&read);
+        let payloads: Vec<&[u8]> = read.iter().map(|(_, data)| data.as_slice()).collect();
+        plain.handle(&payloads, handled).await?;
+        futures_util::future::join_all(read.iter().map(|(id, _)| {
             let mut acks = acks.clone();
             async move {
-                bare(&data, handled);
                 let _: redis::RedisResult<u64> = redis::cmd("XACK")
                     .arg(stream)
                     .arg("bench")
-                    .arg(&id)
+                    .arg(id)
                     .query_async(&mut acks)
                     .await;
             }
@@ -519,15 +641,19 @@ async fn bench(broker: &str) -> Result<(), Error> {
         }
     }
     let medians: Vec<f64> = rates.into_iter().map(median).collect();
+    let of = |v: Variant| medians[VARIANTS.iter().position(|x| *x == v).unwrap_or(0)];
+    let bare = of(Variant::Bare);
     println!(
-        "{broker}: without idem {:.0} msg/s; idem on memory {:.0} ({:.3}); idem on Redis {:.0} ({:.3}); on Redis, a call each {:.0} ({:.3})",
-        medians[0],
-        medians[1],
-        medians[1] / medians[0],
-        medians[2],
-        medians[2] / medians[0],
-        medians[3],
-        medians[3] / medians[0]
+        "{broker}: without idem {bare:.0} msg/s; the least design on Redis {:.0} ({:.3}); idem on memory {:.0} ({:.3}); idem on Redis {:.0} ({:.3}, {:.3} of the least design); on Redis, a call each {:.0} ({:.3})",
+        of(Variant::Least),
+        of(Variant::Least) / bare,
+        of(Variant::Memory),
+        of(Variant::Memory) / bare,
+        of(Variant::Redis),
+        of(Variant::Redis) / bare,
+        of(Variant::Redis) / of(Variant::Least),
+        of(Variant::RedisAlone),
+        of(Variant::RedisAlone) / bare,
     );
     Ok(())
 }
