@@ -31,6 +31,7 @@ pub mod replication_proxy;
 pub mod sentinel;
 mod server;
 mod serving;
+mod sqlite;
 mod unique;
 mod worker;
 
@@ -53,5 +54,6 @@ pub use redis::{
 };
 pub use server::Server;
 pub use serving::{serve, serve_actix};
+pub use sqlite::{sqlite_path, sqlite_store};
 pub use unique::unique_prefix;
 pub use worker::{example_binary, Worker};

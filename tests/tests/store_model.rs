@@ -430,3 +430,8 @@ fn postgres_answers_as_the_transition_table_does() {
 fn mariadb_answers_as_the_transition_table_does() {
     check(mysql_store, 32);
 }
+
+#[test]
+fn sqlite_answers_as_the_transition_table_does() {
+    check(idem_tests::sqlite_store, 32);
+}

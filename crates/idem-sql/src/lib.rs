@@ -1,0 +1,24 @@
+//! # idem-sql
+//!
+//! The SQL store of idem, written once over [sqlx](https://docs.rs/sqlx):
+//! [`SqlStore`] is the [`Store`](idem_core::Store), [`SqlTransaction`] the
+//! operation's own transaction in which its record completes, and each
+//! database is a [`Dialect`] that supplies only its statements, its clock,
+//! its error mapping and how it is set up.
+#![cfg_attr(
+    feature = "sqlite",
+    doc = "\n\nThe dialects, each behind a feature of its name: [`sqlite`]."
+)]
+
+mod dialect;
+mod local_wakes;
+mod names;
+mod sql_store;
+mod sql_transaction;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+pub use dialect::{Claimed, Columns, Dialect, Ended, Found};
+pub use names::InvalidName;
+pub use sql_store::{SqlStore, DEFAULT_TRACE};
+pub use sql_transaction::SqlTransaction;

@@ -1,0 +1,417 @@
+//! `SqlStore`: the store on a SQL database, written once over its
+//! [`Dialect`]: how it is built and configured, what each answer of the
+//! dialect's statements means (the transition table's rows), waking this
+//! process's waiters, and the purge.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::machine::micros;
+use idem_core::{
+    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal,
+    Store, StoreError, StoreFuture,
+};
+use sqlx::Pool;
+
+use crate::dialect::{Claimed, Columns, Dialect};
+use crate::local_wakes::LocalWakes;
+use crate::names::{check_name, InvalidName};
+use crate::sql_transaction::SqlTransaction;
+
+/// How many times a claim is sent again when the record changed between
+/// the claim and its read, or the database rolled the claim back whole.
+const CLAIM_ATTEMPTS: usize = 5;
+
+/// How long a completed record's trace outlives it by default: a day.
+pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
+
+/// A [`Store`] on a SQL database `D` (for SQLite, `SqliteStore`). Cheap to
+/// clone: clones share the pool and the waiters.
+pub struct SqlStore<D: Dialect> {
+    pub(crate) pool: Pool<D>,
+    table: Arc<str>,
+    /// How long a completed record is traced once expired.
+    trace: Duration,
+    pub(crate) sql: Arc<D::Sql>,
+    /// This process's waiting duplicates, woken by its own changes.
+    pub(crate) wakes: Arc<LocalWakes>,
+}
+
+impl<D: Dialect> Clone for SqlStore<D> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            table: Arc::clone(&self.table),
+            trace: self.trace,
+            sql: Arc::clone(&self.sql),
+            wakes: Arc::clone(&self.wakes),
+        }
+    }
+}
+
+impl<D: Dialect> fmt::Debug for SqlStore<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("database", &D::STORE)
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// A store on `pool`, in the table `idem_records`.
+    pub fn new(pool: Pool<D>) -> Self {
+        const TABLE: &str = "idem_records";
+        Self {
+            pool,
+            table: TABLE.into(),
+            trace: DEFAULT_TRACE,
+            sql: Arc::new(D::render(TABLE, micros(DEFAULT_TRACE))),
+            wakes: Arc::default(),
+        }
+    }
+
+    /// The statements rendered again for the current settings, and waiters
+    /// of their own (another table holds other records).
+    fn rendered(mut self) -> Self {
+        self.sql = Arc::new(D::render(&self.table, micros(self.trace)));
+        self.wakes = Arc::default();
+        self
+    }
+
+    /// Uses another table (1 to the database's longest name of `a-z`,
+    /// `0-9`, `_`).
+    pub fn with_table(mut self, table: &str) -> Result<Self, InvalidName> {
+        check_name(table, D::LONGEST_NAME)?;
+        self.table = table.into();
+        Ok(self.rendered())
+    }
+
+    /// How long after a completed record expires a retry of it is still
+    /// refused ([`Begin::Expired`], HTTP 412) rather than run again (default
+    /// [`DEFAULT_TRACE`], a day; `Duration::ZERO` turns it off). The trace is
+    /// the row itself, kept that much longer: the purge deletes rows whose
+    /// deadline is older than the trace.
+    #[must_use]
+    pub fn with_expired_trace(mut self, trace: Duration) -> Self {
+        self.trace = trace;
+        self.rendered()
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool<D> {
+        &self.pool
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The migration's statements, for your own migration tool.
+    pub fn migration_sql(&self) -> String {
+        D::migration_sql(&self.sql)
+    }
+
+    /// Creates the table and its index if they do not exist, then checks
+    /// that the table has every column the store reads (a table of the
+    /// same name made by something else fails here, not on the first
+    /// request). Safe to run twice, and from several instances at once.
+    pub async fn migrate(&self) -> Result<(), sqlx::Error> {
+        D::migrate(&self.pool, &self.sql).await
+    }
+
+    /// Deletes up to `limit` records that are neither live nor traced,
+    /// oldest first; returns how many.
+    pub async fn purge_expired(&self, limit: u32) -> Result<u64, StoreError> {
+        D::purge(&self.pool, &self.sql, limit)
+            .await
+            .map_err(|e| D::error("purge", e))
+    }
+
+    /// Purges expired records every `every`, `batch` at a time, until the
+    /// returned handle is aborted or dropped with the runtime.
+    pub fn spawn_purger(&self, every: Duration, batch: u32) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        idem_core::spawn_purger(D::STORE, every, batch, move |n| {
+            let store = store.clone();
+            async move { store.purge_expired(n).await }
+        })
+    }
+
+    /// Opens a transaction on the store's pool, safely under cancellation,
+    /// for the operation's writes and its record ([`SqlTransaction`]).
+    ///
+    /// The transaction is opened in a spawned task: an HTTP handler is
+    /// dropped when its client disconnects, and a `BEGIN` abandoned half
+    /// way could otherwise hand its connection back to the pool inside a
+    /// transaction nobody tracks. If the caller goes away, the task
+    /// finishes `BEGIN` and the dropped transaction rolls back.
+    pub async fn begin_transaction(&self) -> Result<SqlTransaction<D>, sqlx::Error> {
+        let pool = self.pool.clone();
+        match tokio::spawn(async move { D::begin_writes(&pool).await }).await {
+            Ok(result) => result.map(|tx| SqlTransaction::new(self.clone(), tx)),
+            Err(e) => Err(sqlx::Error::Io(std::io::Error::other(format!(
+                "the task opening the transaction failed: {e}"
+            )))),
+        }
+    }
+
+    /// Completes the record `id` for a lease taken with [`Store::begin`]
+    /// directly, rather than through the engine, inside the caller's
+    /// transaction: the record is completed if and only if it commits. Fails
+    /// with `LeaseLost` if the lease is no longer the live claim (roll back
+    /// then). Through the engine, use [`Claim::commit`](idem_core::Claim::commit).
+    pub async fn complete_in_transaction_with_lease(
+        &self,
+        tx: &mut D::Connection,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        complete_on::<D>(tx, &self.sql, id, lease, outcome, ttl).await
+    }
+
+    /// Wakes this process's waiters of `id`, with one read of the record.
+    pub(crate) fn wake(&self, id: &RecordId) {
+        let (pool, sql, read) = (self.pool.clone(), Arc::clone(&self.sql), *id);
+        self.wakes.wake(id, move || async move {
+            inspect::<D>(&pool, &sql, &read).await.ok().flatten()
+        });
+    }
+}
+
+/// Claims `id` (machine rows: begin), from what the dialect's claim found.
+async fn begin<D: Dialect>(
+    pool: &Pool<D>,
+    sql: &D::Sql,
+    id: &RecordId,
+    fingerprint: &Fingerprint,
+    lease: Duration,
+) -> Result<Begin, StoreError> {
+    for _ in 0..CLAIM_ATTEMPTS {
+        let found = match D::claim(pool, sql, id, fingerprint, us(lease))
+            .await
+            .map_err(|e| D::error("begin", e))?
+        {
+            Claimed::Again => continue,
+            Claimed::Granted(token) => {
+                return Ok(Begin::Acquired(Lease {
+                    token: FencingToken(u64::try_from(token).unwrap_or(0)),
+                    duration: lease,
+                }))
+            }
+            Claimed::Found(found) => found,
+        };
+        newer::<D>(found.format)?;
+        // in flight, completed or traced, other fingerprint | begin -> Mismatch.
+        if !found.same {
+            return Ok(Begin::Mismatch);
+        }
+        // expired, traced, same fingerprint | begin -> Expired.
+        if !found.live {
+            return Ok(Begin::Expired);
+        }
+        // in flight, same fingerprint | begin -> InFlight.
+        if !found.completed {
+            return Ok(Begin::InFlight {
+                retry_after: Duration::from_micros(u64::try_from(found.left_us).unwrap_or(0)),
+            });
+        }
+        // completed, same fingerprint | begin -> Replay.
+        return found
+            .outcome
+            .map(|o| Begin::Replay(Outcome::new(o)))
+            .ok_or_else(|| {
+                StoreError::corrupt(format!(
+                    "{} begin: a completed record without outcome",
+                    D::STORE
+                ))
+            });
+    }
+    Err(StoreError::unavailable_because(format!(
+        "{} begin: the record changed (or the database rolled the claim back) {CLAIM_ATTEMPTS} \
+         times in a row; nothing was claimed",
+        D::STORE
+    )))
+}
+
+/// Completes a record held by `lease` with `outcome` on `conn` (a pool's
+/// connection, or the operation's transaction).
+pub(crate) async fn complete_on<D: Dialect>(
+    conn: &mut D::Connection,
+    sql: &D::Sql,
+    id: &RecordId,
+    lease: &Lease,
+    outcome: &Outcome,
+    ttl: Duration,
+) -> Result<(), StoreError> {
+    let error = |e| D::error("complete", e);
+    // in flight, holder's token | complete -> Completed.
+    if D::complete(
+        &mut *conn,
+        sql,
+        id,
+        token(lease),
+        us(ttl),
+        outcome.as_bytes(),
+    )
+    .await
+    .map_err(error)?
+    {
+        return Ok(());
+    }
+    // Rare: completed by the holder's token | complete -> Completed (first
+    // outcome kept); anything else | complete -> LeaseLost.
+    if D::completed_by(conn, sql, id, token(lease))
+        .await
+        .map_err(error)?
+    {
+        Ok(())
+    } else {
+        Err(StoreError::lease_lost())
+    }
+}
+
+/// The live record `id`, read from its columns.
+async fn inspect<D: Dialect>(
+    pool: &Pool<D>,
+    sql: &D::Sql,
+    id: &RecordId,
+) -> Result<Option<RecordInfo>, StoreError> {
+    let Some(Columns {
+        fingerprint,
+        token,
+        completed,
+        outcome,
+        left_us,
+        format,
+    }) = D::inspect(pool, sql, id)
+        .await
+        .map_err(|e| D::error("inspect", e))?
+    else {
+        return Ok(None);
+    };
+    newer::<D>(format)?;
+    RecordInfo::from_columns(&fingerprint, token, completed, outcome, left_us)
+        .map(Some)
+        .map_err(|what| StoreError::corrupt(format!("{} inspect: {what}", D::STORE)))
+}
+
+/// Refuses a row of a format newer than this version's.
+fn newer<D: Dialect>(format: i16) -> Result<(), StoreError> {
+    StoreError::refuse_newer_format(&format!("the {} record", D::STORE), format, D::FORMAT)
+}
+
+fn us(d: Duration) -> i64 {
+    i64::try_from(micros(d)).unwrap_or(i64::MAX)
+}
+
+fn token(lease: &Lease) -> i64 {
+    i64::try_from(lease.token.0).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl<D: Dialect> Store for SqlStore<D> {
+    fn begin(
+        &self,
+        id: &RecordId,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> StoreFuture<Begin> {
+        let (pool, sql) = (self.pool.clone(), Arc::clone(&self.sql));
+        let (id, fingerprint) = (*id, *fingerprint);
+        StoreFuture::boxed(async move { begin::<D>(&pool, &sql, &id, &fingerprint, lease).await })
+    }
+
+    fn complete(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        outcome: &Outcome,
+        ttl: Duration,
+    ) -> StoreFuture<()> {
+        let (store, id, lease, outcome) = (self.clone(), *id, *lease, outcome.clone());
+        StoreFuture::boxed(async move {
+            let mut conn = store
+                .pool
+                .acquire()
+                .await
+                .map_err(|e| D::error("complete", e))?;
+            complete_on::<D>(&mut conn, &store.sql, &id, &lease, &outcome, ttl).await?;
+            store.wake(&id);
+            Ok(())
+        })
+    }
+
+    async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
+        // in flight, holder's token | release -> Released; anything else |
+        // release -> LeaseLost.
+        if !D::release(&self.pool, &self.sql, id, token(lease))
+            .await
+            .map_err(|e| D::error("release", e))?
+        {
+            return Err(StoreError::lease_lost());
+        }
+        self.wake(id);
+        Ok(())
+    }
+
+    async fn renew(
+        &self,
+        id: &RecordId,
+        lease: &Lease,
+        duration: Duration,
+    ) -> Result<Lease, StoreError> {
+        // in flight, holder's token | renew -> Renewed; anything else |
+        // renew -> LeaseLost.
+        if !D::renew(&self.pool, &self.sql, id, token(lease), us(duration))
+            .await
+            .map_err(|e| D::error("renew", e))?
+        {
+            return Err(StoreError::lease_lost());
+        }
+        Ok(Lease {
+            token: lease.token,
+            duration,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        D::STORE
+    }
+
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        inspect::<D>(&self.pool, &self.sql, id).await
+    }
+
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        let ended = D::remove(&self.pool, &self.sql, id, force)
+            .await
+            .map_err(|e| D::error("remove", e))?;
+        newer::<D>(ended.format)?;
+        // completed, traced, or in flight with force | remove -> Removed;
+        // in flight, no force | remove -> RemoveRefused; none | remove ->
+        // Absent.
+        Ok(match (ended.ended, ended.live) {
+            (true, _) => {
+                self.wake(id);
+                Removal::Removed
+            }
+            (false, true) => Removal::InFlight,
+            (false, false) => Removal::Absent,
+        })
+    }
+
+    // Not woken by changes made elsewhere: the engine polls with growing
+    // pauses, and each pause ends early when this process changes the record.
+    fn wakes(&self) -> bool {
+        false
+    }
+
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
+        self.wakes.wait(*id, within).await
+    }
+}
