@@ -16,6 +16,10 @@ pub mod setup;
 #[path = "payments/mysql_ledger.rs"]
 pub mod mysql_ledger;
 
+/// The payments example's balances in SQLite.
+#[path = "payments/sqlite_ledger.rs"]
+pub mod sqlite_ledger;
+
 /// The order pipeline's handler, shared by the broker examples
 /// (`orders_rabbitmq`, `orders_nats`, `orders_redis_streams`).
 #[path = "orders/shipping.rs"]

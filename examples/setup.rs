@@ -11,6 +11,7 @@ use idem_redis::RedisStore;
 
 use crate::mysql_ledger::MySqlLedger;
 use crate::payments::{Ledger, MemoryLedger, PgLedger, RedisLedger};
+use crate::sqlite_ledger::SqliteLedger;
 
 /// A duration in milliseconds from the environment variable `var`, or
 /// `default` if it is not set.
@@ -159,18 +160,59 @@ pub async fn mysql(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
     Ok((Engine::new(store), Arc::new(ledger)))
 }
 
+/// Where records and balances live when no server is named: the SQLite
+/// file `PAYMENTS_DB`, by default this.
+pub const DEFAULT_DB: &str = "payments.db";
+
+/// Records and balances in the SQLite file `path` (created if missing),
+/// migrated: they survive a restart, with nothing to install.
+pub async fn sqlite(path: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
+    let store = idem_sqlite::SqliteStore::open(path)
+        .await
+        .map_err(|e| format!("PAYMENTS_DB: {e}"))?;
+    let ledger = SqliteLedger::new(store.clone());
+    ledger
+        .migrate()
+        .await
+        .map_err(|e| format!("PAYMENTS_DB: the ledger's migration failed: {e}"))?;
+    store.spawn_purger(Duration::from_mins(1), 1000);
+    Ok((Engine::new(store), Arc::new(ledger)))
+}
+
+/// Records and balances in this process only, gone when it stops.
+fn memory() -> (Engine, Arc<dyn Ledger>) {
+    let store = MemoryStore::new();
+    (
+        Engine::new(store.clone()),
+        Arc::new(MemoryLedger::new(&store)),
+    )
+}
+
 /// The store and ledger the environment names: `REDIS_URL`,
 /// `REDIS_SENTINELS` (with `REDIS_SERVICE`, default `mymaster`),
-/// `DATABASE_URL`, or none (both in memory); returns the store's name with
-/// them.
-pub async fn from_env() -> Result<(&'static str, Engine, Arc<dyn Ledger>), String> {
+/// `DATABASE_URL`, `PAYMENTS_STORE=memory` (both in this process), or none
+/// (both in the SQLite file `PAYMENTS_DB`, default [`DEFAULT_DB`]); returns
+/// what the store is with them.
+pub async fn from_env() -> Result<(String, Engine, Arc<dyn Ledger>), String> {
+    match std::env::var("PAYMENTS_STORE").as_deref() {
+        Err(_) | Ok("") => {}
+        Ok("memory") => {
+            let (engine, ledger) = memory();
+            return Ok(("memory".into(), engine, ledger));
+        }
+        Ok(other) => {
+            return Err(format!(
+                "PAYMENTS_STORE is `{other}`: set `memory`, or leave it unset (SQLite, or the server REDIS_URL or DATABASE_URL names)"
+            ))
+        }
+    }
     if let Ok(sentinels) = std::env::var("REDIS_SENTINELS") {
         if std::env::var("REDIS_URL").is_ok() || std::env::var("DATABASE_URL").is_ok() {
             return Err("set one of REDIS_SENTINELS, REDIS_URL and DATABASE_URL".into());
         }
         let service = std::env::var("REDIS_SERVICE").unwrap_or_else(|_| "mymaster".into());
         let (engine, ledger) = redis_sentinel(&sentinels, &service).await?;
-        return Ok(("redis (Sentinel)", engine, ledger));
+        return Ok(("redis (Sentinel)".into(), engine, ledger));
     }
     let (name, (engine, ledger)) = match (std::env::var("REDIS_URL"), std::env::var("DATABASE_URL"))
     {
@@ -182,15 +224,10 @@ pub async fn from_env() -> Result<(&'static str, Engine, Arc<dyn Ledger>), Strin
         ),
         (Err(_), Ok(url)) => ("postgres", postgres(&url).await?),
         (Err(_), Err(_)) => {
-            let store = MemoryStore::new();
-            (
-                "memory",
-                (
-                    Engine::new(store.clone()),
-                    Arc::new(MemoryLedger::new(&store)) as Arc<dyn Ledger>,
-                ),
-            )
+            let path = std::env::var("PAYMENTS_DB").unwrap_or_else(|_| DEFAULT_DB.into());
+            let opened = sqlite(&path).await?;
+            return Ok((format!("sqlite, in {path}"), opened.0, opened.1));
         }
     };
-    Ok((name, engine, ledger))
+    Ok((name.into(), engine, ledger))
 }

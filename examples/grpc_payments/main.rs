@@ -3,13 +3,15 @@
 //! mesh retries. The same ledger as the HTTP example.
 //!
 //! ```sh
-//! cargo run --example grpc_payments            # in-memory store on 127.0.0.1:50051
+//! cargo run --example grpc_payments            # SQLite in ./payments.db, on 127.0.0.1:50051
+//! PAYMENTS_STORE=memory cargo run --example grpc_payments
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example grpc_payments
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example grpc_payments
 //! DATABASE_URL=mysql://root@127.0.0.1:3306/test cargo run --example grpc_payments
 //! ```
 //!
-//! Environment: `ADDR` (default `127.0.0.1:50051`), `REDIS_URL`,
+//! Environment: `ADDR` (default `127.0.0.1:50051`), `PAYMENTS_STORE`,
+//! `PAYMENTS_DB`, `REDIS_URL`,
 //! `DATABASE_URL` and `PG_SCHEMA` or `MYSQL_TABLE_PREFIX`, `DEBIT_DELAY_MS`, `LEASE_MS`, as for the
 //! HTTP example (`cargo run --example payments`).
 

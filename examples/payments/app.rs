@@ -23,6 +23,7 @@ use idem_core::{
 use idem_mysql::MySqlTransaction;
 use idem_postgres::{PgStore, PgTransaction};
 use idem_redis::{RedisStore, RedisTransaction};
+use idem_sqlite::SqliteTransaction;
 
 use crate::provider::ProviderClient;
 use serde::{Deserialize, Serialize};
@@ -60,6 +61,8 @@ pub enum LedgerTx {
     Postgres(PgTransaction),
     /// Balances in MariaDB or MySQL ([`MySqlLedger`](crate::mysql_ledger::MySqlLedger)).
     MySql(MySqlTransaction),
+    /// Balances in SQLite ([`SqliteLedger`](crate::sqlite_ledger::SqliteLedger)).
+    Sqlite(SqliteTransaction),
 }
 
 impl LedgerTx {
@@ -86,6 +89,7 @@ impl StoreTransaction for LedgerTx {
             Self::Redis(tx) => tx.complete(id, lease, outcome, ttl).await,
             Self::Postgres(tx) => tx.complete(id, lease, outcome, ttl).await,
             Self::MySql(tx) => tx.complete(id, lease, outcome, ttl).await,
+            Self::Sqlite(tx) => tx.complete(id, lease, outcome, ttl).await,
         }
     }
 
@@ -95,6 +99,7 @@ impl StoreTransaction for LedgerTx {
             Self::Redis(tx) => StoreTransaction::commit(tx).await,
             Self::Postgres(tx) => StoreTransaction::commit(tx).await,
             Self::MySql(tx) => StoreTransaction::commit(tx).await,
+            Self::Sqlite(tx) => StoreTransaction::commit(tx).await,
         }
     }
 
@@ -104,6 +109,7 @@ impl StoreTransaction for LedgerTx {
             Self::Redis(tx) => StoreTransaction::rollback(tx).await,
             Self::Postgres(tx) => StoreTransaction::rollback(tx).await,
             Self::MySql(tx) => StoreTransaction::rollback(tx).await,
+            Self::Sqlite(tx) => StoreTransaction::rollback(tx).await,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The payments service: debits that happen once, however often a client retries.
 //!
 //! ```sh
-//! cargo run --example payments            # in-memory store on 127.0.0.1:3000
+//! cargo run --example payments            # SQLite in ./payments.db, on 127.0.0.1:3000
+//! PAYMENTS_STORE=memory cargo run --example payments   # in memory, gone when it stops
 //! ADDR=127.0.0.1:8080 DEBIT_DELAY_MS=2000 cargo run --example payments
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example payments
 //! REDIS_SENTINELS=redis://127.0.0.1:26401,redis://127.0.0.1:26402,redis://127.0.0.1:26403 \
@@ -33,7 +34,10 @@
 //!   MariaDB or MySQL (tables `<MYSQL_TABLE_PREFIX>idem_records` and
 //!   `<MYSQL_TABLE_PREFIX>accounts`, prefix default `payments_`), each debit
 //!   committed with its record;
-//! - neither: both in memory;
+//! - `PAYMENTS_STORE=memory`: both in this process, gone when it stops;
+//! - none of these: both in the SQLite file `PAYMENTS_DB` (default
+//!   `payments.db`, created if missing), each debit committed with its
+//!   record: they survive a restart, with no server to start;
 //! - `PROVIDER_URL`: the payment provider each debit charges through
 //!   (`cargo run --example provider`), with the debit's claim's downstream
 //!   key as the charge's idempotency key; none if not set;

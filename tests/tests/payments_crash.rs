@@ -1,6 +1,9 @@
 //! A `payments` process on PostgreSQL is killed (SIGKILL) in the middle of a
 //! debit; a retry on a second instance, once the dead instance's lease has
-//! run out, debits exactly once. A `payments` process on Redis or
+//! run out, debits exactly once. On SQLite (the example's default, no
+//! server), a process killed after a debit, or in the middle of one, is
+//! restarted on the same file: the retry gets the same receipt, or debits
+//! once. A `payments` process on Redis or
 //! PostgreSQL is frozen (SIGSTOP) in the middle of a debit past its lease; a
 //! retry on a second instance takes over and debits; the frozen process
 //! resumes (SIGCONT) and debits nothing.
@@ -66,6 +69,8 @@ async fn start_on(store: &[(&str, String)], delay_ms: u64, lease_ms: Option<u64>
     command
         .env_remove("DATABASE_URL")
         .env_remove("REDIS_URL")
+        .env_remove("PAYMENTS_STORE")
+        .env_remove("PAYMENTS_DB")
         .env_remove("PROVIDER_URL")
         .env_remove("LEASE_MS");
     for (name, value) in store {
@@ -328,4 +333,115 @@ fn payments(url: &str) -> Payments {
         .build()
         .unwrap_or_default();
     Payments::with_client(client, url)
+}
+
+/// Starts the example on the SQLite file `db` (its default store).
+async fn start_on_file(db: &std::path::Path, delay_ms: u64, lease_ms: Option<u64>) -> Instance {
+    let store = [("PAYMENTS_DB", db.display().to_string())];
+    start_on(&store, delay_ms, lease_ms).await
+}
+
+/// Waits until the file `db` holds a record: the debit holds its claim.
+async fn claimed_in_file(db: &std::path::Path) {
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(db))
+        .await
+        .expect("the example's file");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let records: Option<i64> = sqlx::query_scalar("SELECT count(*) FROM idem_records")
+            .fetch_optional(&pool)
+            .await
+            .unwrap_or(None);
+        if records.unwrap_or(0) > 0 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the debit never claimed its key"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_then_a_kill_and_a_restart_on_sqlite_replays_the_same_receipt() {
+    let db = idem_tests::sqlite_path("payments-restart");
+    let mut first = start_on_file(&db, 0, None).await;
+    let debited = payments(&first.url)
+        .try_debit("ivy", "restart-1", 1000)
+        .await
+        .expect("debit");
+    assert_eq!(debited.status(), StatusCode::CREATED);
+    let receipt = debited.bytes().await.expect("receipt");
+    // SIGKILL: nothing flushed or closed by the process itself.
+    first.child.kill().expect("SIGKILL");
+    first.child.wait().expect("reaped");
+    let second = start_on_file(&db, 0, None).await;
+    let retried = payments(&second.url)
+        .try_debit("ivy", "restart-1", 1000)
+        .await
+        .expect("retry");
+    assert_eq!(retried.status(), StatusCode::CREATED);
+    assert!(retried.headers().contains_key("idempotent-replayed"));
+    assert_eq!(
+        retried.bytes().await.expect("receipt"),
+        receipt,
+        "byte-identical"
+    );
+    assert_eq!(
+        payments(&second.url).balance("ivy").await,
+        9_000,
+        "one debit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_debit_then_restarted_on_sqlite_debits_once() {
+    let db = idem_tests::sqlite_path("payments-mid-debit");
+    let lease_ms = 1500;
+    let mut first = start_on_file(&db, 3000, Some(lease_ms)).await;
+    let in_flight = {
+        let url = first.url.clone();
+        tokio::spawn(async move { payments(&url).try_debit("ivy", "crash-1", 1000).await })
+    };
+    claimed_in_file(&db).await;
+    first.child.kill().expect("SIGKILL");
+    first.child.wait().expect("reaped");
+    assert!(
+        in_flight.await.expect("task").is_err(),
+        "the client lost its answer"
+    );
+    let second = start_on_file(&db, 0, Some(lease_ms)).await;
+    // The dead process's claim outlives it, in the file: retries wait for
+    // its lease, then one debits.
+    let debited = loop {
+        let r = payments(&second.url)
+            .try_debit("ivy", "crash-1", 1000)
+            .await
+            .expect("retry");
+        if r.status() != StatusCode::CONFLICT {
+            break r;
+        }
+        assert!(r.headers().contains_key(header::RETRY_AFTER));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(debited.status(), StatusCode::CREATED);
+    assert!(
+        !debited.headers().contains_key("idempotent-replayed"),
+        "run once, after the lease"
+    );
+    let receipt = debited.bytes().await.expect("receipt");
+    let again = payments(&second.url)
+        .try_debit("ivy", "crash-1", 1000)
+        .await
+        .expect("replay");
+    assert!(again.headers().contains_key("idempotent-replayed"));
+    assert_eq!(again.bytes().await.expect("receipt"), receipt);
+    assert_eq!(
+        payments(&second.url).balance("ivy").await,
+        9_000,
+        "0 double, 0 lost"
+    );
 }

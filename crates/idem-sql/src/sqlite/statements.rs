@@ -136,11 +136,14 @@ impl Statements {
                 ),
                 format!("CREATE INDEX IF NOT EXISTS \"{table}_deadline\" ON {t} (deadline)"),
             ],
-            // Every column the store reads: a table of the same name made by
-            // something else fails here.
+            // Every column the store reads, written (to no row): a table of
+            // the same name made by something else fails here, and so does
+            // a database that cannot be written, even when nothing needs
+            // to be created.
             shape: format!(
-                "SELECT id, fingerprint, token, completed, deadline, outcome, format \
-                 FROM {t} LIMIT 0"
+                "UPDATE {t} SET id = id, fingerprint = fingerprint, token = token, \
+                   completed = completed, deadline = deadline, outcome = outcome, format = format \
+                 WHERE 0"
             )
             .into(),
         }
