@@ -232,7 +232,7 @@ async fn a_holder_frozen_past_its_lease_debits_nothing() {
             c.record_id(),
             &frozen,
             &outcome,
-            Duration::from_secs(60),
+            Duration::from_mins(1),
         )
         .await
         .expect_err("the frozen holder's completion is refused");
@@ -248,7 +248,7 @@ async fn a_holder_frozen_past_its_lease_debits_nothing() {
             c.record_id(),
             &taken,
             &idem_core::Outcome::new(b"ok".to_vec()),
-            Duration::from_secs(60),
+            Duration::from_mins(1),
         )
         .await
         .expect("the new holder records");
@@ -422,7 +422,7 @@ async fn a_full_database_refuses_the_record_as_full_and_keeps_what_it_had() {
             other => panic!("a new key, got {other:?}"),
         };
         if let Err(e) = store
-            .complete(c.record_id(), &lease, &big, Duration::from_secs(60))
+            .complete(c.record_id(), &lease, &big, Duration::from_mins(1))
             .await
         {
             full = Some(e);
