@@ -17,6 +17,7 @@ mod sql_store;
 mod sql_transaction;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+mod transitions;
 
 pub use dialect::{Claimed, Columns, Dialect, Ended, Found};
 pub use names::InvalidName;

@@ -9,19 +9,16 @@ use std::time::Duration;
 
 use idem_core::machine::micros;
 use idem_core::{
-    async_trait, Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal,
-    Store, StoreError, StoreFuture,
+    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
+    StoreError, StoreFuture,
 };
 use sqlx::Pool;
 
-use crate::dialect::{Claimed, Columns, Dialect};
+use crate::dialect::Dialect;
 use crate::local_wakes::LocalWakes;
 use crate::names::{check_name, InvalidName};
 use crate::sql_transaction::SqlTransaction;
-
-/// How many times a claim is sent again when the record changed between
-/// the claim and its read, or the database rolled the claim back whole.
-const CLAIM_ATTEMPTS: usize = 5;
+use crate::transitions::{begin, complete_on, inspect, newer, token, us, wake};
 
 /// How long a completed record's trace outlives it by default: a day.
 pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
@@ -29,13 +26,13 @@ pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
 /// A [`Store`] on a SQL database `D` (for SQLite, `SqliteStore`). Cheap to
 /// clone: clones share the pool and the waiters.
 pub struct SqlStore<D: Dialect> {
-    pub(crate) pool: Pool<D>,
+    pool: Pool<D>,
     table: Arc<str>,
     /// How long a completed record is traced once expired.
     trace: Duration,
-    pub(crate) sql: Arc<D::Sql>,
+    sql: Arc<D::Sql>,
     /// This process's waiting duplicates, woken by its own changes.
-    pub(crate) wakes: Arc<LocalWakes>,
+    wakes: Arc<LocalWakes>,
 }
 
 impl<D: Dialect> Clone for SqlStore<D> {
@@ -151,7 +148,14 @@ impl<D: Dialect> SqlStore<D> {
     pub async fn begin_transaction(&self) -> Result<SqlTransaction<D>, sqlx::Error> {
         let pool = self.pool.clone();
         match tokio::spawn(async move { D::begin_writes(&pool).await }).await {
-            Ok(result) => result.map(|tx| SqlTransaction::new(self.clone(), tx)),
+            Ok(result) => result.map(|tx| {
+                SqlTransaction::new(
+                    self.pool.clone(),
+                    Arc::clone(&self.sql),
+                    Arc::clone(&self.wakes),
+                    tx,
+                )
+            }),
             Err(e) => Err(sqlx::Error::Io(std::io::Error::other(format!(
                 "the task opening the transaction failed: {e}"
             )))),
@@ -175,142 +179,9 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// Wakes this process's waiters of `id`, with one read of the record.
-    pub(crate) fn wake(&self, id: &RecordId) {
-        let (pool, sql, read) = (self.pool.clone(), Arc::clone(&self.sql), *id);
-        self.wakes.wake(id, move || async move {
-            inspect::<D>(&pool, &sql, &read).await.ok().flatten()
-        });
+    fn wake(&self, id: &RecordId) {
+        wake::<D>(&self.pool, &self.sql, &self.wakes, id);
     }
-}
-
-/// Claims `id` (machine rows: begin), from what the dialect's claim found.
-async fn begin<D: Dialect>(
-    pool: &Pool<D>,
-    sql: &D::Sql,
-    id: &RecordId,
-    fingerprint: &Fingerprint,
-    lease: Duration,
-) -> Result<Begin, StoreError> {
-    for _ in 0..CLAIM_ATTEMPTS {
-        let found = match D::claim(pool, sql, id, fingerprint, us(lease))
-            .await
-            .map_err(|e| D::error("begin", e))?
-        {
-            Claimed::Again => continue,
-            Claimed::Granted(token) => {
-                return Ok(Begin::Acquired(Lease {
-                    token: FencingToken(u64::try_from(token).unwrap_or(0)),
-                    duration: lease,
-                }))
-            }
-            Claimed::Found(found) => found,
-        };
-        newer::<D>(found.format)?;
-        // in flight, completed or traced, other fingerprint | begin -> Mismatch.
-        if !found.same {
-            return Ok(Begin::Mismatch);
-        }
-        // expired, traced, same fingerprint | begin -> Expired.
-        if !found.live {
-            return Ok(Begin::Expired);
-        }
-        // in flight, same fingerprint | begin -> InFlight.
-        if !found.completed {
-            return Ok(Begin::InFlight {
-                retry_after: Duration::from_micros(u64::try_from(found.left_us).unwrap_or(0)),
-            });
-        }
-        // completed, same fingerprint | begin -> Replay.
-        return found
-            .outcome
-            .map(|o| Begin::Replay(Outcome::new(o)))
-            .ok_or_else(|| {
-                StoreError::corrupt(format!(
-                    "{} begin: a completed record without outcome",
-                    D::STORE
-                ))
-            });
-    }
-    Err(StoreError::unavailable_because(format!(
-        "{} begin: the record changed (or the database rolled the claim back) {CLAIM_ATTEMPTS} \
-         times in a row; nothing was claimed",
-        D::STORE
-    )))
-}
-
-/// Completes a record held by `lease` with `outcome` on `conn` (a pool's
-/// connection, or the operation's transaction).
-pub(crate) async fn complete_on<D: Dialect>(
-    conn: &mut D::Connection,
-    sql: &D::Sql,
-    id: &RecordId,
-    lease: &Lease,
-    outcome: &Outcome,
-    ttl: Duration,
-) -> Result<(), StoreError> {
-    let error = |e| D::error("complete", e);
-    // in flight, holder's token | complete -> Completed.
-    if D::complete(
-        &mut *conn,
-        sql,
-        id,
-        token(lease),
-        us(ttl),
-        outcome.as_bytes(),
-    )
-    .await
-    .map_err(error)?
-    {
-        return Ok(());
-    }
-    // Rare: completed by the holder's token | complete -> Completed (first
-    // outcome kept); anything else | complete -> LeaseLost.
-    if D::completed_by(conn, sql, id, token(lease))
-        .await
-        .map_err(error)?
-    {
-        Ok(())
-    } else {
-        Err(StoreError::lease_lost())
-    }
-}
-
-/// The live record `id`, read from its columns.
-async fn inspect<D: Dialect>(
-    pool: &Pool<D>,
-    sql: &D::Sql,
-    id: &RecordId,
-) -> Result<Option<RecordInfo>, StoreError> {
-    let Some(Columns {
-        fingerprint,
-        token,
-        completed,
-        outcome,
-        left_us,
-        format,
-    }) = D::inspect(pool, sql, id)
-        .await
-        .map_err(|e| D::error("inspect", e))?
-    else {
-        return Ok(None);
-    };
-    newer::<D>(format)?;
-    RecordInfo::from_columns(&fingerprint, token, completed, outcome, left_us)
-        .map(Some)
-        .map_err(|what| StoreError::corrupt(format!("{} inspect: {what}", D::STORE)))
-}
-
-/// Refuses a row of a format newer than this version's.
-fn newer<D: Dialect>(format: i16) -> Result<(), StoreError> {
-    StoreError::refuse_newer_format(&format!("the {} record", D::STORE), format, D::FORMAT)
-}
-
-fn us(d: Duration) -> i64 {
-    i64::try_from(micros(d)).unwrap_or(i64::MAX)
-}
-
-fn token(lease: &Lease) -> i64 {
-    i64::try_from(lease.token.0).unwrap_or(i64::MAX)
 }
 
 #[async_trait]

@@ -3,15 +3,18 @@
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{async_trait, Lease, Outcome, RecordId, StoreError, StoreTransaction};
-use sqlx::Transaction;
+use sqlx::{Pool, Transaction};
 
 use crate::dialect::Dialect;
-use crate::sql_store::{complete_on, SqlStore};
+use crate::local_wakes::LocalWakes;
+use crate::transitions::{complete_on, wake};
 
-/// A transaction opened by [`SqlStore::begin_transaction`] for an
+/// A transaction opened by
+/// [`SqlStore::begin_transaction`](crate::SqlStore::begin_transaction) for an
 /// operation's writes (it dereferences to the connection:
 /// `.execute(&mut *tx)`) and its record
 /// ([`Claim::commit`](idem_core::Claim::commit)): the record is completed
@@ -20,7 +23,10 @@ use crate::sql_store::{complete_on, SqlStore};
 /// until the commit, so an attempt that would take the claim over waits for
 /// it. Dropped without a commit, it rolls back.
 pub struct SqlTransaction<D: Dialect> {
-    store: SqlStore<D>,
+    pool: Pool<D>,
+    sql: Arc<D::Sql>,
+    /// The store's waiters, woken when the commit makes the record visible.
+    wakes: Arc<LocalWakes>,
     tx: Transaction<'static, D>,
     /// The record completed in it, whose waiters the commit wakes.
     completed: Option<RecordId>,
@@ -35,9 +41,16 @@ impl<D: Dialect> fmt::Debug for SqlTransaction<D> {
 }
 
 impl<D: Dialect> SqlTransaction<D> {
-    pub(crate) fn new(store: SqlStore<D>, tx: Transaction<'static, D>) -> Self {
+    pub(crate) fn new(
+        pool: Pool<D>,
+        sql: Arc<D::Sql>,
+        wakes: Arc<LocalWakes>,
+        tx: Transaction<'static, D>,
+    ) -> Self {
         Self {
-            store,
+            pool,
+            sql,
+            wakes,
             tx,
             completed: None,
         }
@@ -46,10 +59,16 @@ impl<D: Dialect> SqlTransaction<D> {
     /// Commits (writes only: to commit them with a claim's record, hand the
     /// transaction to [`Claim::commit`](idem_core::Claim::commit) instead).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        let (store, completed) = (self.store, self.completed);
-        self.tx.commit().await?;
+        let Self {
+            pool,
+            sql,
+            wakes,
+            tx,
+            completed,
+        } = self;
+        tx.commit().await?;
         if let Some(id) = completed {
-            store.wake(&id);
+            wake::<D>(&pool, &sql, &wakes, &id);
         }
         Ok(())
     }
@@ -82,7 +101,7 @@ impl<D: Dialect> StoreTransaction for SqlTransaction<D> {
         outcome: &Outcome,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        complete_on::<D>(&mut self.tx, &self.store.sql, id, lease, outcome, ttl).await?;
+        complete_on::<D>(&mut self.tx, &self.sql, id, lease, outcome, ttl).await?;
         self.completed = Some(*id);
         Ok(())
     }
