@@ -34,6 +34,10 @@ pub struct MySql;
 #[doc = include_str!("../../docs/guide/postgres.md")]
 pub struct Postgres;
 
+/// `docs/guide/sqlite.md`.
+#[doc = include_str!("../../docs/guide/sqlite.md")]
+pub struct Sqlite;
+
 /// `docs/guide/records.md`.
 #[doc = include_str!("../../docs/guide/records.md")]
 pub struct Records;
