@@ -6,7 +6,7 @@
 //! and recording the response there, the least any design does (the floor
 //! under idem's cost).
 //!
-//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|mariadb|actix|grpc]` (needs `wrk`:
+//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|mariadb|sqlite|actix|grpc]` (needs `wrk`:
 //! `apt-get install wrk`). `actix` is the same pair on actix-web
 //! (`idem_actix::Idempotency` or not, around one handler); `grpc` is the
 //! gRPC example's `Debit` with `idem_tonic::IdempotencyLayer` or not,
@@ -24,7 +24,9 @@
 //! `with_replication(1, 100ms)`: the cost of `WAIT`;
 //! `-- redis-replicated-own-core` the same with the servers and Sentinels on
 //! core 1 and this process on core 0. `-- mariadb` runs idem on MariaDB
-//! (`MySqlStore`) against `INSERT IGNORE` + `UPDATE` on the same server.
+//! (`MySqlStore`) against `INSERT IGNORE` + `UPDATE` on the same server;
+//! `-- sqlite` idem on SQLite (`SqliteStore`) against `INSERT OR IGNORE` +
+//! `UPDATE` in a file with the same settings.
 //!
 //! `-- peer` and `-- peer-redis` put the strongest Rust peer, the
 //! `idempotent` crate's tower layer (`tests/peer-idempotent`, a crate of its
@@ -63,6 +65,8 @@ mod baseline;
 mod fenced_floor;
 #[path = "common/mysql_pair.rs"]
 mod mysql_pair;
+#[path = "common/sqlite_pair.rs"]
+mod sqlite_pair;
 #[path = "common/naive.rs"]
 mod naive;
 #[path = "common/peer.rs"]
@@ -1349,7 +1353,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-floor|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|redis-own-core|redis-replicated-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-floor|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|sqlite|redis-own-core|redis-replicated-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -1425,6 +1429,9 @@ fn main() -> ExitCode {
         }
         if wanted("mariadb") {
             mysql_pair::run(&rt, &script)?;
+        }
+        if wanted("sqlite") {
+            sqlite_pair::run(&rt, &script)?;
         }
         Ok::<(), String>(())
     })();
