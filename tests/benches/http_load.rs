@@ -65,12 +65,12 @@ mod baseline;
 mod fenced_floor;
 #[path = "common/mysql_pair.rs"]
 mod mysql_pair;
-#[path = "common/sqlite_pair.rs"]
-mod sqlite_pair;
 #[path = "common/naive.rs"]
 mod naive;
 #[path = "common/peer.rs"]
 mod peer;
+#[path = "common/sqlite_pair.rs"]
+mod sqlite_pair;
 use idem_redis::{KeyLayout, RedisStore};
 use naive::{naive_router, MemoryKeys, Naive, NaiveKeys};
 

@@ -84,6 +84,10 @@ pub trait Dialect: Database {
     /// column). A row of a later format is refused as newer, never misread
     /// nor taken over.
     const FORMAT: i16;
+    /// Whether the database runs one writer at a time (SQLite): this
+    /// process's writers then take turns before they write, instead of
+    /// waiting in the database's busy handler.
+    const ONE_WRITER: bool = false;
     /// The longest table name the database takes.
     const LONGEST_NAME: usize;
     /// The statements, rendered once for a table and a trace.

@@ -18,6 +18,7 @@ mod sql_transaction;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod transitions;
+mod turns;
 
 pub use dialect::{Claimed, Columns, Dialect, Ended, Found};
 pub use names::InvalidName;

@@ -19,6 +19,7 @@ use crate::local_wakes::LocalWakes;
 use crate::names::{check_name, InvalidName};
 use crate::sql_transaction::SqlTransaction;
 use crate::transitions::{begin, complete_on, inspect, newer, token, us, wake};
+use crate::turns::{TurnTimedOut, Turns};
 
 /// How long a completed record's trace outlives it by default: a day.
 pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
@@ -33,6 +34,8 @@ pub struct SqlStore<D: Dialect> {
     sql: Arc<D::Sql>,
     /// This process's waiting duplicates, woken by its own changes.
     wakes: Arc<LocalWakes>,
+    /// This process's writers, one at a time where the database runs one.
+    turns: Turns,
 }
 
 impl<D: Dialect> Clone for SqlStore<D> {
@@ -43,6 +46,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             trace: self.trace,
             sql: Arc::clone(&self.sql),
             wakes: Arc::clone(&self.wakes),
+            turns: self.turns.clone(),
         }
     }
 }
@@ -66,6 +70,11 @@ impl<D: Dialect> SqlStore<D> {
             trace: DEFAULT_TRACE,
             sql: Arc::new(D::render(TABLE, micros(DEFAULT_TRACE))),
             wakes: Arc::default(),
+            turns: if D::ONE_WRITER {
+                Turns::one_at_a_time()
+            } else {
+                Turns::default()
+            },
         }
     }
 
@@ -122,6 +131,7 @@ impl<D: Dialect> SqlStore<D> {
     /// Deletes up to `limit` records that are neither live nor traced,
     /// oldest first; returns how many.
     pub async fn purge_expired(&self, limit: u32) -> Result<u64, StoreError> {
+        let _turn = self.turn("purge").await?;
         D::purge(&self.pool, &self.sql, limit)
             .await
             .map_err(|e| D::error("purge", e))
@@ -146,6 +156,12 @@ impl<D: Dialect> SqlStore<D> {
     /// transaction nobody tracks. If the caller goes away, the task
     /// finishes `BEGIN` and the dropped transaction rolls back.
     pub async fn begin_transaction(&self) -> Result<SqlTransaction<D>, sqlx::Error> {
+        // The transaction's turn as a writer, held until it ends.
+        let turn = self
+            .turns
+            .take()
+            .await
+            .map_err(|TurnTimedOut| sqlx::Error::PoolTimedOut)?;
         let pool = self.pool.clone();
         match tokio::spawn(async move { D::begin_writes(&pool).await }).await {
             Ok(result) => result.map(|tx| {
@@ -154,6 +170,7 @@ impl<D: Dialect> SqlStore<D> {
                     Arc::clone(&self.sql),
                     Arc::clone(&self.wakes),
                     tx,
+                    turn,
                 )
             }),
             Err(e) => Err(sqlx::Error::Io(std::io::Error::other(format!(
@@ -178,6 +195,21 @@ impl<D: Dialect> SqlStore<D> {
         complete_on::<D>(tx, &self.sql, id, lease, outcome, ttl).await
     }
 
+    /// Waits for this writer's turn (held until the permit is dropped), or
+    /// gives `what` up as transient.
+    async fn turn(
+        &self,
+        what: &str,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, StoreError> {
+        self.turns.take().await.map_err(|TurnTimedOut| {
+            StoreError::unavailable_because(format!(
+                "{} {what}: the database stayed locked past the busy timeout (this process's \
+                 other writers held it); nothing was changed",
+                D::STORE
+            ))
+        })
+    }
+
     /// Wakes this process's waiters of `id`, with one read of the record.
     fn wake(&self, id: &RecordId) {
         wake::<D>(&self.pool, &self.sql, &self.wakes, id);
@@ -192,9 +224,11 @@ impl<D: Dialect> Store for SqlStore<D> {
         fingerprint: &Fingerprint,
         lease: Duration,
     ) -> StoreFuture<Begin> {
-        let (pool, sql) = (self.pool.clone(), Arc::clone(&self.sql));
-        let (id, fingerprint) = (*id, *fingerprint);
-        StoreFuture::boxed(async move { begin::<D>(&pool, &sql, &id, &fingerprint, lease).await })
+        let (store, id, fingerprint) = (self.clone(), *id, *fingerprint);
+        StoreFuture::boxed(async move {
+            let _turn = store.turn("begin").await?;
+            begin::<D>(&store.pool, &store.sql, &id, &fingerprint, lease).await
+        })
     }
 
     fn complete(
@@ -206,12 +240,14 @@ impl<D: Dialect> Store for SqlStore<D> {
     ) -> StoreFuture<()> {
         let (store, id, lease, outcome) = (self.clone(), *id, *lease, outcome.clone());
         StoreFuture::boxed(async move {
+            let turn = store.turn("complete").await?;
             let mut conn = store
                 .pool
                 .acquire()
                 .await
                 .map_err(|e| D::error("complete", e))?;
             complete_on::<D>(&mut conn, &store.sql, &id, &lease, &outcome, ttl).await?;
+            drop((conn, turn));
             store.wake(&id);
             Ok(())
         })
@@ -220,12 +256,14 @@ impl<D: Dialect> Store for SqlStore<D> {
     async fn release(&self, id: &RecordId, lease: &Lease) -> Result<(), StoreError> {
         // in flight, holder's token | release -> Released; anything else |
         // release -> LeaseLost.
+        let turn = self.turn("release").await?;
         if !D::release(&self.pool, &self.sql, id, token(lease))
             .await
             .map_err(|e| D::error("release", e))?
         {
             return Err(StoreError::lease_lost());
         }
+        drop(turn);
         self.wake(id);
         Ok(())
     }
@@ -238,6 +276,7 @@ impl<D: Dialect> Store for SqlStore<D> {
     ) -> Result<Lease, StoreError> {
         // in flight, holder's token | renew -> Renewed; anything else |
         // renew -> LeaseLost.
+        let _turn = self.turn("renew").await?;
         if !D::renew(&self.pool, &self.sql, id, token(lease), us(duration))
             .await
             .map_err(|e| D::error("renew", e))?
@@ -259,9 +298,11 @@ impl<D: Dialect> Store for SqlStore<D> {
     }
 
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
+        let turn = self.turn("remove").await?;
         let ended = D::remove(&self.pool, &self.sql, id, force)
             .await
             .map_err(|e| D::error("remove", e))?;
+        drop(turn);
         newer::<D>(ended.format)?;
         // completed, traced, or in flight with force | remove -> Removed;
         // in flight, no force | remove -> RemoveRefused; none | remove ->

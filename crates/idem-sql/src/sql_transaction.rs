@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use idem_core::{async_trait, Lease, Outcome, RecordId, StoreError, StoreTransaction};
 use sqlx::{Pool, Transaction};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::dialect::Dialect;
 use crate::local_wakes::LocalWakes;
@@ -28,6 +29,9 @@ pub struct SqlTransaction<D: Dialect> {
     /// The store's waiters, woken when the commit makes the record visible.
     wakes: Arc<LocalWakes>,
     tx: Transaction<'static, D>,
+    /// Its turn as a writer in this process, where the database runs one at
+    /// a time: given back when it ends.
+    turn: Option<OwnedSemaphorePermit>,
     /// The record completed in it, whose waiters the commit wakes.
     completed: Option<RecordId>,
 }
@@ -46,12 +50,14 @@ impl<D: Dialect> SqlTransaction<D> {
         sql: Arc<D::Sql>,
         wakes: Arc<LocalWakes>,
         tx: Transaction<'static, D>,
+        turn: Option<OwnedSemaphorePermit>,
     ) -> Self {
         Self {
             pool,
             sql,
             wakes,
             tx,
+            turn,
             completed: None,
         }
     }
@@ -64,9 +70,11 @@ impl<D: Dialect> SqlTransaction<D> {
             sql,
             wakes,
             tx,
+            turn,
             completed,
         } = self;
         tx.commit().await?;
+        drop(turn);
         if let Some(id) = completed {
             wake::<D>(&pool, &sql, &wakes, &id);
         }

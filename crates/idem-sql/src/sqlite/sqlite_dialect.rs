@@ -21,6 +21,7 @@ impl Dialect for Sqlite {
     const STORE: &'static str = "sqlite";
     const FORMAT: i16 = FORMAT;
     const LONGEST_NAME: usize = 64;
+    const ONE_WRITER: bool = true;
     type Sql = Statements;
 
     fn render(table: &str, trace_us: u64) -> Statements {
