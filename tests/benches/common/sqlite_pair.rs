@@ -3,7 +3,9 @@
 //! handler doing the least design with the same settings (`INSERT OR
 //! IGNORE` to claim the key, the debit in its own transaction, `UPDATE` to
 //! record the response), each in a file of its own in the same directory
-//! (WAL, `synchronous = FULL`, as `SqliteStore::open` sets them).
+//! (WAL, `synchronous = FULL`, as `SqliteStore::open` sets them); the least
+//! design on one connection, its writers queued in order (with more, they
+//! sleep in SQLite's busy handler: half the rate).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -60,6 +62,10 @@ fn files() -> [PathBuf; 2] {
 
 async fn ledger_on(path: &PathBuf) -> Result<(SqliteStore, SqliteLedger), String> {
     let store = SqliteStore::open(path).await.map_err(|e| e.to_string())?;
+    ledger_of(store).await
+}
+
+async fn ledger_of(store: SqliteStore) -> Result<(SqliteStore, SqliteLedger), String> {
     let ledger = SqliteLedger::new(store.clone());
     ledger.migrate().await.map_err(|e| e.to_string())?;
     Ok((store, ledger))
@@ -67,8 +73,22 @@ async fn ledger_on(path: &PathBuf) -> Result<(SqliteStore, SqliteLedger), String
 
 async fn pair(files: &[PathBuf; 2]) -> Result<(String, String), String> {
     let (store, ledger) = ledger_on(&files[0]).await?;
-    // The least design's file: the same settings, its own keys table.
-    let (least, least_ledger) = ledger_on(&files[1]).await?;
+    // The least design's file: the same settings, its own keys table, and
+    // one connection, so that its writers queue in order rather than sleep
+    // in SQLite's busy handler (as idem's take turns).
+    let one = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&files[1])
+                .create_if_missing(true)
+                .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                .synchronous(sqlx::sqlite::SqliteSynchronous::Full)
+                .busy_timeout(idem_sqlite::DEFAULT_BUSY_TIMEOUT),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let (least, least_ledger) = ledger_of(SqliteStore::new(one)).await?;
     sqlx::query("CREATE TABLE naive_keys (k TEXT PRIMARY KEY, response BLOB)")
         .execute(least.pool())
         .await
