@@ -172,6 +172,46 @@ async fn mariadb_cost(n: usize) -> f64 {
     size as f64 / n as f64
 }
 
+/// Bytes per row in a SQLite file (its pages, table and indexes, after a
+/// checkpoint), beyond those of the first 1 000 rows. Written with
+/// `synchronous = OFF`: how much a row takes does not depend on it.
+async fn sqlite_cost(n: usize) -> f64 {
+    let path = idem_tests::sqlite_path("capacity");
+    let store = idem_sqlite::SqliteStore::open_with(
+        sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Off),
+    )
+    .await
+    .expect("sqlite");
+    let pages = || async {
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(store.pool())
+            .await
+            .expect("checkpoint");
+        let count: i64 = sqlx::query_scalar("PRAGMA page_count")
+            .fetch_one(store.pool())
+            .await
+            .expect("pages");
+        let size: i64 = sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(store.pool())
+            .await
+            .expect("page size");
+        count * size
+    };
+    fill(&store, 0, 1000).await;
+    let before = pages().await;
+    fill(&store, 1000, 1000 + n).await;
+    let after = pages().await;
+    store.pool().close().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    (after - before) as f64 / n as f64
+}
+
 fn resident_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
@@ -210,6 +250,7 @@ fn main() {
     let (compact, compact_total) = rt.block_on(redis_costs(100_000, KeyLayout::Compact));
     let pg = rt.block_on(postgres_cost(50_000));
     let mariadb = rt.block_on(mariadb_cost(50_000));
+    let sqlite = rt.block_on(sqlite_cost(50_000));
     let (resident, counted) = rt.block_on(memory_costs(200_000));
     println!("| store | bytes per record | bytes per trace | records per GiB |");
     println!("| --- | --- | --- | --- |");
@@ -239,6 +280,10 @@ fn main() {
         per_gib(mariadb) / 1e6
     );
     println!(
+        "| SQLite 3.51 (the file's pages) | {sqlite:.0} | the row | {:.1} M |",
+        per_gib(sqlite) / 1e6
+    );
+    println!(
         "| memory (resident; the store counts {counted:.0}) | {resident:.0} | the record | {:.1} M |",
         per_gib(resident) / 1e6
     );
@@ -247,17 +292,18 @@ fn main() {
     // its replay).
     println!();
     println!(
-        "| first requests a second | Redis (compact keys) | Redis, hex keys | PostgreSQL | MariaDB | memory |"
+        "| first requests a second | Redis (compact keys) | Redis, hex keys | PostgreSQL | MariaDB | SQLite | memory |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for rps in [1_000.0, 10_000.0] {
         let day = rps * 86_400.0;
         println!(
-            "| {rps:.0} | {} | {} | {} | {} | {} |",
+            "| {rps:.0} | {} | {} | {} | {} | {} | {} |",
             gib(2.0 * day * compact_total),
             gib(2.0 * day * redis_total),
             gib(2.0 * day * pg),
             gib(2.0 * day * mariadb),
+            gib(2.0 * day * sqlite),
             gib(2.0 * day * resident),
         );
     }
