@@ -110,15 +110,17 @@ async fn start_on(store: &[(&str, String)], delay_ms: u64, lease_ms: Option<u64>
 async fn claimed(schema: &str) {
     let pool = pg_pool(1).await;
     let sql = format!("SELECT count(*) FROM \"{schema}\".records");
+    until_a_record(|| sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone())).fetch_optional(&pool))
+        .await;
+}
+
+/// Polls `count` (how many records the store holds) until it is above 0.
+async fn until_a_record<F, E>(count: impl Fn() -> F)
+where
+    F: std::future::Future<Output = Result<Option<i64>, E>>,
+{
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let records: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
-            .fetch_optional(&pool)
-            .await
-            .unwrap_or(None);
-        if records.unwrap_or(0) > 0 {
-            return;
-        }
+    while count().await.ok().flatten().unwrap_or(0) == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the debit never claimed its key"
@@ -348,21 +350,10 @@ async fn claimed_in_file(db: &std::path::Path) {
         .connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(db))
         .await
         .expect("the example's file");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let records: Option<i64> = sqlx::query_scalar("SELECT count(*) FROM idem_records")
-            .fetch_optional(&pool)
-            .await
-            .unwrap_or(None);
-        if records.unwrap_or(0) > 0 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the debit never claimed its key"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_a_record(|| {
+        sqlx::query_scalar("SELECT count(*) FROM idem_records").fetch_optional(&pool)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
