@@ -1,6 +1,7 @@
 //! # idem-mysql
 //!
-//! A [`Store`](idem_core::Store) for idem on MariaDB and MySQL (InnoDB): records that survive a
+//! A [`Store`](idem_core::Store) for idem on MariaDB and MySQL (InnoDB), the
+//! SQL store of [`idem_sql`] with its MySQL dialect: records that survive a
 //! cache flush, and exactly-once effects, because a record can complete **in
 //! the same transaction as the business writes**
 //! ([`MySqlStore::begin_transaction`] and
@@ -75,14 +76,5 @@
 //! # }
 //! ```
 
-mod calls;
-mod db_error;
-mod migration;
-mod mysql_store;
-mod sql;
-mod transaction;
-mod wake;
-
-pub use mysql_store::{MySqlStore, DEFAULT_TABLE, DEFAULT_TRACE};
-pub use sql::InvalidName;
-pub use transaction::MySqlTransaction;
+pub use idem_sql::mysql::{MySqlStore, MySqlTransaction, Statements, DEFAULT_TABLE};
+pub use idem_sql::{InvalidName, DEFAULT_TRACE};

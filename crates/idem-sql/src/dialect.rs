@@ -90,12 +90,15 @@ pub trait Dialect: Database {
     const ONE_WRITER: bool = false;
     /// The longest table name the database takes.
     const LONGEST_NAME: usize;
+    /// What else the statements are rendered for (MySQL: the database the
+    /// table is in); `()` for none.
+    type Settings: Clone + Default + Send + Sync + 'static;
     /// The statements, rendered once for a table and a trace.
     type Sql: Send + Sync + 'static;
 
-    /// The statements on `table`, with completed records traced `trace_us`
-    /// past their expiry.
-    fn render(table: &str, trace_us: u64) -> Self::Sql;
+    /// The statements on `table` (under `settings`), with completed records
+    /// traced `trace_us` past their expiry.
+    fn render(settings: &Self::Settings, table: &str, trace_us: u64) -> Self::Sql;
 
     /// Opens a transaction for an operation's writes and its record (the
     /// pool's `BEGIN` unless the database needs another).

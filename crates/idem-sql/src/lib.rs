@@ -5,13 +5,14 @@
 //! operation's own transaction in which its record completes, and each
 //! database is a [`Dialect`] that supplies only its statements, its clock,
 //! its error mapping and how it is set up.
-#![cfg_attr(
-    feature = "sqlite",
-    doc = "\n\nThe dialects, each behind a feature of its name: [`sqlite`]."
-)]
+//!
+//! The dialects, each behind a feature of its name: `sqlite` (SQLite,
+//! bundled) and `mysql` (MariaDB and MySQL).
 
 mod dialect;
 mod local_wakes;
+#[cfg(feature = "mysql")]
+pub mod mysql;
 mod names;
 mod sql_store;
 mod sql_transaction;

@@ -29,6 +29,8 @@ pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
 pub struct SqlStore<D: Dialect> {
     pool: Pool<D>,
     table: Arc<str>,
+    /// What else the statements are rendered for.
+    pub(crate) settings: D::Settings,
     /// How long a completed record is traced once expired.
     trace: Duration,
     sql: Arc<D::Sql>,
@@ -43,6 +45,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
         Self {
             pool: self.pool.clone(),
             table: Arc::clone(&self.table),
+            settings: self.settings.clone(),
             trace: self.trace,
             sql: Arc::clone(&self.sql),
             wakes: Arc::clone(&self.wakes),
@@ -61,14 +64,20 @@ impl<D: Dialect> fmt::Debug for SqlStore<D> {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    /// A store on `pool`, in the table `idem_records`.
+    /// A store on `pool`, in the table `idem_records` (of the pool's
+    /// database).
     pub fn new(pool: Pool<D>) -> Self {
         const TABLE: &str = "idem_records";
         Self {
             pool,
             table: TABLE.into(),
+            settings: D::Settings::default(),
             trace: DEFAULT_TRACE,
-            sql: Arc::new(D::render(TABLE, micros(DEFAULT_TRACE))),
+            sql: Arc::new(D::render(
+                &D::Settings::default(),
+                TABLE,
+                micros(DEFAULT_TRACE),
+            )),
             wakes: Arc::default(),
             turns: if D::ONE_WRITER {
                 Turns::one_at_a_time()
@@ -80,8 +89,8 @@ impl<D: Dialect> SqlStore<D> {
 
     /// The statements rendered again for the current settings, and waiters
     /// of their own (another table holds other records).
-    fn rendered(mut self) -> Self {
-        self.sql = Arc::new(D::render(&self.table, micros(self.trace)));
+    pub(crate) fn rendered(mut self) -> Self {
+        self.sql = Arc::new(D::render(&self.settings, &self.table, micros(self.trace)));
         self.wakes = Arc::default();
         self
     }

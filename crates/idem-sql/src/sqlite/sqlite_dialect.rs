@@ -22,9 +22,10 @@ impl Dialect for Sqlite {
     const FORMAT: i16 = FORMAT;
     const LONGEST_NAME: usize = 64;
     const ONE_WRITER: bool = true;
+    type Settings = ();
     type Sql = Statements;
 
-    fn render(table: &str, trace_us: u64) -> Statements {
+    fn render((): &(), table: &str, trace_us: u64) -> Statements {
         Statements::new(table, trace_us)
     }
 

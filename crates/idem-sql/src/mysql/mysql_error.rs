@@ -42,7 +42,7 @@ pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
 }
 
 /// `e`, met while doing `what`, as a [`StoreError`] of the right kind.
-pub(crate) fn db_error(what: &str, e: sqlx::Error) -> StoreError {
+pub(crate) fn store_error(what: &str, e: sqlx::Error) -> StoreError {
     let Some(n) = error_number(&e) else {
         return match e {
             sqlx::Error::ColumnNotFound(column) => StoreError::corrupt(format!(

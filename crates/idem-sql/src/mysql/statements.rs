@@ -1,5 +1,5 @@
-//! The store's statements, rendered once for a database and table, and the
-//! names they may use.
+//! MariaDB's and MySQL's statements, rendered once for a database and
+//! table.
 //!
 //! The clock is the server's: `UTC_TIMESTAMP(6)`, which, like `NOW(6)`, is
 //! the time the statement started, the same wherever a statement names it,
@@ -7,25 +7,6 @@
 //! instances whose pools set different zones still agree on every deadline).
 
 use std::sync::Arc;
-
-/// Why a database or table name was refused.
-#[derive(Debug, thiserror::Error)]
-#[error("`{0}` is not a valid name: use 1 to 64 lowercase letters, digits and `_`, not starting with a digit")]
-pub struct InvalidName(String);
-
-pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && !name.as_bytes()[0].is_ascii_digit();
-    if ok {
-        Ok(())
-    } else {
-        Err(InvalidName(name.to_owned()))
-    }
-}
 
 /// The server's clock in microseconds since the Unix epoch.
 const NOW_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
@@ -48,7 +29,12 @@ const KEPT: &str = "(deadline > UTC_TIMESTAMP(6) OR (completed = 1 \
 
 /// The statements, rendered once for the configured database and table.
 #[derive(Debug)]
-pub(crate) struct Sql {
+pub struct Statements {
+    /// The database, if not the pool's.
+    pub(crate) database: Option<String>,
+    /// The table's name, and the table as the statements name it.
+    pub(crate) table: String,
+    pub(crate) quoted: String,
     pub(crate) complete: Arc<str>,
     pub(crate) completed_by: Arc<str>,
     pub(crate) release: Arc<str>,
@@ -62,7 +48,7 @@ pub(crate) struct Sql {
     pub(crate) migration: String,
 }
 
-impl Sql {
+impl Statements {
     /// The statements on `database`.`table`, with traces kept `trace_us`.
     pub(crate) fn new(database: Option<&str>, table: &str, trace_us: u64) -> Self {
         let t = match database {
@@ -75,6 +61,9 @@ impl Sql {
             .replace("{format}", &FORMAT.to_string());
         let kept = KEPT.replace("{trace}", &trace);
         Self {
+            database: database.map(str::to_owned),
+            table: table.to_owned(),
+            quoted: t.clone(),
             // in flight, holder's token | complete -> Completed (one row);
             // anything else changes nothing (see `completed_by`). Inside the
             // caller's transaction the row stays locked until it commits, so
@@ -201,17 +190,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_checked() {
-        assert!(check_name("records").is_ok());
-        assert!(check_name("idem_t_1").is_ok());
-        for bad in ["", "1abc", "Records", "a-b", "a`b", &"a".repeat(65)] {
-            assert!(check_name(bad).is_err(), "{bad:?} accepted");
-        }
-    }
-
-    #[test]
     fn the_claim_tests_the_deadline_before_it_moves_it() {
-        let sql = Sql::new(Some("test"), "records", 1_000_000);
+        let sql = Statements::new(Some("test"), "records", 1_000_000);
         assert!(sql.claim.starts_with("INSERT INTO `test`.`records`"));
         // `deadline` is assigned last, after every column that tests it.
         let update = sql

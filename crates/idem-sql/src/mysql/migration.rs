@@ -3,7 +3,7 @@
 use sqlx::mysql::MySqlPool;
 use sqlx::AssertSqlSafe;
 
-use crate::db_error::{error_number, number};
+use crate::mysql::mysql_error::{error_number, number};
 
 /// Adds the `format` column to a table made before records named their
 /// format (every row in it is of format 1). MySQL 8.0 has no `ADD COLUMN
