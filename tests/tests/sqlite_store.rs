@@ -255,6 +255,63 @@ async fn a_holder_frozen_past_its_lease_debits_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_whose_caller_went_away_mid_transaction_lands_once_when_retried() {
+    let store = sqlite_store().await;
+    ledger(&store).await;
+    let engine = Engine::new(store.clone()).with_policy(
+        Policy::default()
+            .lease(Duration::from_millis(300))
+            .on_in_flight(OnInFlight::Wait {
+                max: Duration::from_secs(10),
+            }),
+    );
+    let c = call("gone");
+    let (inside, written) = tokio::sync::oneshot::channel::<()>();
+    // The first attempt writes its debit inside its transaction, then its
+    // caller goes away (a client that hung up) before the commit.
+    let first = {
+        let (engine, store, c) = (engine.clone(), store.clone(), c.clone());
+        tokio::spawn(async move {
+            engine
+                .run(&c, |_claim| async move {
+                    let db = |e: sqlx::Error| DebitError::Database(e.to_string());
+                    let mut tx = store.begin_transaction().await.map_err(db)?;
+                    sqlx::query("INSERT INTO ledger (holder, amount) VALUES ('first', 1000)")
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?;
+                    let _ = inside.send(());
+                    std::future::pending::<()>().await;
+                    Ok::<_, DebitError>("never".to_owned())
+                })
+                .await
+        })
+    };
+    written.await.expect("the first attempt wrote its debit");
+    first.abort();
+    assert!(
+        first.await.is_err_and(|e| e.is_cancelled()),
+        "the caller went away"
+    );
+    // The retry waits out the dropped attempt's claim, then debits once.
+    let retried = engine
+        .run(&c, |claim| {
+            let store = store.clone();
+            async move { debit(&store, &claim, "retry").await }
+        })
+        .await;
+    assert_eq!(
+        retried.expect("the retry"),
+        Ran::Executed("debited by retry".to_owned())
+    );
+    assert_eq!(
+        debits(&store).await,
+        vec![("retry".to_owned(), 1000)],
+        "one debit, the retry's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_locked_past_the_busy_timeout_answers_try_again_and_runs_nothing() {
     let path = sqlite_path("locked");
     let store = SqliteStore::open_with(
