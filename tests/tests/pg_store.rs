@@ -213,6 +213,44 @@ async fn migration_runs_twice_and_concurrently() {
     assert!(err.to_string().contains("migrate"), "{err}");
 }
 
+/// A table of the store's name made by something else (another library's
+/// `records`) fails at start, saying so, and a request on it is refused as
+/// corrupt, never run, and never a transient error retried forever.
+#[tokio::test]
+async fn a_postgres_table_made_by_something_else_fails_at_start_and_runs_nothing() {
+    let pool = pg_pool(2).await;
+    let schema = unique_schema();
+    for statement in [
+        format!("CREATE SCHEMA \"{schema}\""),
+        format!("CREATE TABLE \"{schema}\".records (id bytea PRIMARY KEY, deadline timestamptz, payload text)"),
+    ] {
+        sqlx::query(AssertSqlSafe(statement))
+            .execute(&pool)
+            .await
+            .expect("the foreign table");
+    }
+    let store = PgStore::new(pool).with_schema(&schema).expect("name");
+    let migrated = store.migrate().await.map_err(|e| e.to_string());
+    assert!(
+        migrated.as_ref().is_err_and(|e| e.contains("fingerprint")),
+        "the migration checks the table's columns: {migrated:?}"
+    );
+    let c = call("foreign");
+    let err = store
+        .begin(c.record_id(), c.fingerprint(), Duration::from_secs(1))
+        .await
+        .expect_err("a foreign table");
+    assert_eq!(err.kind(), idem_core::StoreErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains("not of the shape"), "{err}");
+    let ran = Engine::new(store)
+        .run(&c, |_| async {
+            panic!("must not run on a store that cannot record")
+        })
+        .await
+        .map(|r: Ran<u8>| r);
+    assert!(matches!(ran, Err(Error::<Never>::Store(_))), "{ran:?}");
+}
+
 #[tokio::test]
 async fn purge_deletes_expired_records_in_bounded_batches() {
     let trace = Duration::from_millis(300);

@@ -167,6 +167,33 @@ async fn through_pgbouncer_waiting_duplicates_are_woken_by_listen_on_a_direct_co
     all_replayed_after(&answers, begins, 1 + 100);
 }
 
+/// Behind a transaction pooler with no direct connection for `LISTEN`, the
+/// duplicates a service holds while it records a charge are answered the
+/// moment its own completion lands, not at their next poll (which comes
+/// up to 250 ms later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_pgbouncer_without_listen_waiting_duplicates_are_woken_by_their_own_process() {
+    let pool = idem_tests::pool_through(&idem_tests::pgbouncer_url(), 8).await;
+    let store = idem_postgres::PgStore::new(pool)
+        .with_schema(&idem_tests::unique_schema())
+        .expect("valid schema name")
+        .behind_transaction_pooler();
+    store.migrate().await.expect("migration through PgBouncer");
+    assert!(!store.wakes(), "no channel: other processes' changes are polled");
+    // Recorded just after a poll (they come 5, 15, 35 ... 315, 565, 815 ms
+    // into a wait): a waiter that only polled would answer some 245 ms late.
+    let work = Duration::from_millis(570);
+    let (answers, _) = hundred_waiters_on(store, Ok(7), work).await;
+    for (answer, at) in &answers {
+        assert_eq!(answer, &Ok(Ran::Replayed(7)));
+        assert!(
+            *at < work + Duration::from_millis(150),
+            "answered {:?} after the charge was recorded, not at once",
+            at.saturating_sub(work)
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_sentinel_after_a_failover_waiting_duplicates_are_woken_by_the_new_primary() {
     let mut topology = idem_tests::sentinel::PrivateSentinels::start();

@@ -1,6 +1,8 @@
 //! # idem-postgres
 //!
-//! A [`Store`](idem_core::Store) for idem on PostgreSQL: records that survive a cache flush, and
+//! A [`Store`](idem_core::Store) for idem on PostgreSQL, the SQL store of
+//! [`idem_sql`] with its PostgreSQL dialect: records that survive a cache
+//! flush, and
 //! exactly-once effects, because a record can complete **in the same
 //! transaction as the business writes** ([`PgStore::begin_transaction`] and
 //! [`Claim::commit`](idem_core::Claim::commit)): either both commit or
@@ -59,14 +61,7 @@
 //! # }
 //! ```
 
-mod calls;
-mod pg_store;
-mod purge_cursor;
-mod sql;
-mod statement;
-mod transaction;
-mod wake;
-
-pub use pg_store::{PgStore, DEFAULT_SCHEMA, DEFAULT_TABLE, DEFAULT_TRACE};
-pub use sql::InvalidName;
-pub use transaction::PgTransaction;
+pub use idem_sql::postgres::{
+    PgSettings, PgStore, PgTransaction, Statements, DEFAULT_SCHEMA, DEFAULT_TABLE,
+};
+pub use idem_sql::{InvalidName, DEFAULT_TRACE};

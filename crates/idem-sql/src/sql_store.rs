@@ -8,18 +8,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::machine::micros;
+use idem_core::waiters::Look;
 use idem_core::{
     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
     StoreError, StoreFuture,
 };
 use sqlx::Pool;
 
-use crate::dialect::Dialect;
-use crate::local_wakes::LocalWakes;
+use crate::dialect::{Dialect, Listener};
 use crate::names::{check_name, InvalidName};
+use crate::purge_cursor::PurgeCursor;
 use crate::sql_transaction::SqlTransaction;
 use crate::transitions::{begin, complete_on, inspect, newer, token, us, wake};
 use crate::turns::{TurnTimedOut, Turns};
+use crate::wakes::Wakes;
 
 /// How long a completed record's trace outlives it by default: a day.
 pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
@@ -34,10 +36,13 @@ pub struct SqlStore<D: Dialect> {
     /// How long a completed record is traced once expired.
     trace: Duration,
     sql: Arc<D::Sql>,
-    /// This process's waiting duplicates, woken by its own changes.
-    wakes: Arc<LocalWakes>,
+    /// The waiting duplicates, woken by this process's changes and by the
+    /// database's channel where it has one.
+    wakes: Arc<Wakes>,
     /// This process's writers, one at a time where the database runs one.
     turns: Turns,
+    /// Where the next purge starts.
+    purged: PurgeCursor,
 }
 
 impl<D: Dialect> Clone for SqlStore<D> {
@@ -50,6 +55,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             sql: Arc::clone(&self.sql),
             wakes: Arc::clone(&self.wakes),
             turns: self.turns.clone(),
+            purged: self.purged.clone(),
         }
     }
 }
@@ -64,34 +70,36 @@ impl<D: Dialect> fmt::Debug for SqlStore<D> {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    /// A store on `pool`, in the table `idem_records` (of the pool's
-    /// database).
+    /// A store on `pool`, in the dialect's default table (`idem_records`;
+    /// PostgreSQL: `idem.records`).
     pub fn new(pool: Pool<D>) -> Self {
-        const TABLE: &str = "idem_records";
+        let settings = D::Settings::default();
         Self {
             pool,
-            table: TABLE.into(),
-            settings: D::Settings::default(),
-            trace: DEFAULT_TRACE,
+            table: D::DEFAULT_TABLE.into(),
             sql: Arc::new(D::render(
-                &D::Settings::default(),
-                TABLE,
+                &settings,
+                D::DEFAULT_TABLE,
                 micros(DEFAULT_TRACE),
             )),
-            wakes: Arc::default(),
+            wakes: Arc::new(waiters_for::<D>(&settings)),
+            settings,
+            trace: DEFAULT_TRACE,
             turns: if D::ONE_WRITER {
                 Turns::one_at_a_time()
             } else {
                 Turns::default()
             },
+            purged: PurgeCursor::default(),
         }
     }
 
     /// The statements rendered again for the current settings, and waiters
-    /// of their own (another table holds other records).
+    /// and a purge of their own (another table holds other records).
     pub(crate) fn rendered(mut self) -> Self {
         self.sql = Arc::new(D::render(&self.settings, &self.table, micros(self.trace)));
-        self.wakes = Arc::default();
+        self.wakes = Arc::new(waiters_for::<D>(&self.settings));
+        self.purged = PurgeCursor::default();
         self
     }
 
@@ -141,9 +149,11 @@ impl<D: Dialect> SqlStore<D> {
     /// oldest first; returns how many.
     pub async fn purge_expired(&self, limit: u32) -> Result<u64, StoreError> {
         let _turn = self.turn("purge").await?;
-        D::purge(&self.pool, &self.sql, limit)
+        let purged = D::purge(&self.pool, &self.sql, limit, self.purged.start())
             .await
-            .map_err(|e| D::error("purge", e))
+            .map_err(|e| D::error("purge", e))?;
+        self.purged.advance(purged.last_us);
+        Ok(purged.count)
     }
 
     /// Purges expired records every `every`, `batch` at a time, until the
@@ -222,6 +232,36 @@ impl<D: Dialect> SqlStore<D> {
     /// Wakes this process's waiters of `id`, with one read of the record.
     fn wake(&self, id: &RecordId) {
         wake::<D>(&self.pool, &self.sql, &self.wakes, id);
+    }
+
+    /// Starts the database's channel's listener, the first time only.
+    fn listen(&self) {
+        self.wakes.listen_once(|| {
+            let (pool, sql, wakes) = (
+                self.pool.clone(),
+                Arc::clone(&self.sql),
+                Arc::clone(&self.wakes),
+            );
+            let read_pool = pool.clone();
+            let read_sql = Arc::clone(&sql);
+            let heard: Listener = Arc::new(move |heard| {
+                let (pool, sql) = (read_pool.clone(), Arc::clone(&read_sql));
+                wakes.heard(heard, move |id| async move {
+                    inspect::<D>(&pool, &sql, &id).await.ok().flatten()
+                });
+            });
+            tokio::spawn(D::listen(pool, self.settings.clone(), sql, heard));
+        });
+    }
+}
+
+/// The waiters for a store on `D` under `settings`: heard on the
+/// database's channel, or woken locally and polled.
+fn waiters_for<D: Dialect>(settings: &D::Settings) -> Wakes {
+    if D::notifies(settings) {
+        Wakes::channel()
+    } else {
+        Wakes::local()
     }
 }
 
@@ -326,13 +366,28 @@ impl<D: Dialect> Store for SqlStore<D> {
         })
     }
 
-    // Not woken by changes made elsewhere: the engine polls with growing
-    // pauses, and each pause ends early when this process changes the record.
+    // Without a channel, not woken by changes made elsewhere: the engine
+    // polls with growing pauses, and each pause ends early when this process
+    // changes the record.
     fn wakes(&self) -> bool {
-        false
+        D::notifies(&self.settings)
     }
 
     async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
-        self.wakes.wait(*id, within).await
+        if !D::notifies(&self.settings) {
+            return self.wakes.wait(*id, within, async { Look::InFlight }).await;
+        }
+        self.listen();
+        // Marked, the record's change is notified; changed already, read it.
+        let look = async {
+            match D::watch(&self.pool, &self.sql, id).await {
+                Ok(true) => Look::InFlight,
+                Ok(false) => {
+                    Look::Changed(inspect::<D>(&self.pool, &self.sql, id).await.ok().flatten())
+                }
+                Err(_) => Look::Changed(None),
+            }
+        };
+        self.wakes.wait(*id, within, look).await
     }
 }

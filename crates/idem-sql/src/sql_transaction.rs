@@ -11,8 +11,8 @@ use sqlx::{Pool, Transaction};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::dialect::Dialect;
-use crate::local_wakes::LocalWakes;
 use crate::transitions::{complete_on, wake};
+use crate::wakes::Wakes;
 
 /// A transaction opened by
 /// [`SqlStore::begin_transaction`](crate::SqlStore::begin_transaction) for an
@@ -27,7 +27,7 @@ pub struct SqlTransaction<D: Dialect> {
     pool: Pool<D>,
     sql: Arc<D::Sql>,
     /// The store's waiters, woken when the commit makes the record visible.
-    wakes: Arc<LocalWakes>,
+    wakes: Arc<Wakes>,
     tx: Transaction<'static, D>,
     /// Its turn as a writer in this process, where the database runs one at
     /// a time: given back when it ends.
@@ -48,7 +48,7 @@ impl<D: Dialect> SqlTransaction<D> {
     pub(crate) fn new(
         pool: Pool<D>,
         sql: Arc<D::Sql>,
-        wakes: Arc<LocalWakes>,
+        wakes: Arc<Wakes>,
         tx: Transaction<'static, D>,
         turn: Option<OwnedSemaphorePermit>,
     ) -> Self {

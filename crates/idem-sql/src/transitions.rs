@@ -12,19 +12,14 @@ use idem_core::{
 use sqlx::Pool;
 
 use crate::dialect::{Claimed, Columns, Dialect};
-use crate::local_wakes::LocalWakes;
+use crate::wakes::Wakes;
 
 /// How many times a claim is sent again when the record changed between
 /// the claim and its read, or the database rolled the claim back whole.
 const CLAIM_ATTEMPTS: usize = 5;
 
 /// Wakes this process's waiters of `id`, with one read of the record.
-pub(crate) fn wake<D: Dialect>(
-    pool: &Pool<D>,
-    sql: &Arc<D::Sql>,
-    wakes: &LocalWakes,
-    id: &RecordId,
-) {
+pub(crate) fn wake<D: Dialect>(pool: &Pool<D>, sql: &Arc<D::Sql>, wakes: &Wakes, id: &RecordId) {
     let (pool, sql, read) = (pool.clone(), Arc::clone(sql), *id);
     wakes.wake(id, move || async move {
         inspect::<D>(&pool, &sql, &read).await.ok().flatten()

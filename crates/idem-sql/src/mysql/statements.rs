@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use crate::prepared_calls::PreparedCalls;
+
 /// The server's clock in microseconds since the Unix epoch.
 const NOW_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
 
@@ -30,19 +32,13 @@ const KEPT: &str = "(deadline > UTC_TIMESTAMP(6) OR (completed = 1 \
 /// The statements, rendered once for the configured database and table.
 #[derive(Debug)]
 pub struct Statements {
+    /// The calls every prepared dialect makes alike.
+    pub(crate) calls: PreparedCalls,
     /// The database, if not the pool's.
     pub(crate) database: Option<String>,
     /// The table's name, and the table as the statements name it.
     pub(crate) table: String,
     pub(crate) quoted: String,
-    pub(crate) complete: Arc<str>,
-    pub(crate) completed_by: Arc<str>,
-    pub(crate) release: Arc<str>,
-    pub(crate) renew: Arc<str>,
-    pub(crate) inspect: Arc<str>,
-    pub(crate) remove: Arc<str>,
-    pub(crate) live: Arc<str>,
-    pub(crate) purge: Arc<str>,
     pub(crate) claim: Arc<str>,
     pub(crate) claimed: Arc<str>,
     pub(crate) migration: String,
@@ -64,6 +60,7 @@ impl Statements {
             database: database.map(str::to_owned),
             table: table.to_owned(),
             quoted: t.clone(),
+            calls: PreparedCalls {
             // in flight, holder's token | complete -> Completed (one row);
             // anything else changes nothing (see `completed_by`). Inside the
             // caller's transaction the row stays locked until it commits, so
@@ -131,6 +128,7 @@ impl Statements {
                  ORDER BY deadline LIMIT ?"
             )
             .into(),
+            },
             // The claim, one prepared statement: an upsert that claims a
             // new or no-longer-live record in one atomic step, and reports
             // through the OK packet's insert id (`LAST_INSERT_ID(expr)`)

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use idem_core::{async_trait, Fingerprint, RecordId, StoreError};
-use sqlx::sqlite::{SqliteArguments, SqliteConnection, SqlitePool};
+use idem_core::{Fingerprint, RecordId, StoreError};
+use sqlx::sqlite::{SqliteArguments, SqlitePool};
 use sqlx::{AssertSqlSafe, Pool, Row, Sqlite, Transaction};
 
-use crate::dialect::{Claimed, Columns, Dialect, Ended, Found};
+use crate::dialect::{Claimed, Dialect};
+use crate::prepared_calls::prepared_calls;
+use crate::record_row::RecordRow;
 use crate::sqlite::sqlite_error;
 use crate::sqlite::statements::{Statements, FORMAT};
 
@@ -16,7 +18,6 @@ fn prepared(statement: &Arc<str>) -> sqlx::query::Query<'_, Sqlite, SqliteArgume
     sqlx::query(AssertSqlSafe(Arc::clone(statement)))
 }
 
-#[async_trait]
 impl Dialect for Sqlite {
     const STORE: &'static str = "sqlite";
     const FORMAT: i16 = FORMAT;
@@ -61,136 +62,11 @@ impl Dialect for Sqlite {
         else {
             return Ok(Claimed::Again);
         };
-        Ok(Claimed::Found(Found {
-            same: row.try_get("same")?,
-            live: row.try_get("live")?,
-            completed: row.try_get("completed")?,
-            outcome: row.try_get("outcome")?,
-            left_us: row.try_get("left_us")?,
-            format: row.try_get("format")?,
-        }))
+        let (same, live) = (row.try_get("same")?, row.try_get("live")?);
+        Ok(Claimed::Found(row.found(same, live)?))
     }
 
-    async fn complete(
-        conn: &mut SqliteConnection,
-        sql: &Statements,
-        id: &RecordId,
-        token: i64,
-        ttl_us: i64,
-        outcome: &[u8],
-    ) -> Result<bool, sqlx::Error> {
-        let done = prepared(&sql.complete)
-            .bind(&id.as_bytes()[..])
-            .bind(token)
-            .bind(ttl_us)
-            .bind(outcome)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn completed_by(
-        conn: &mut SqliteConnection,
-        sql: &Statements,
-        id: &RecordId,
-        token: i64,
-    ) -> Result<bool, sqlx::Error> {
-        let row = prepared(&sql.completed_by)
-            .bind(&id.as_bytes()[..])
-            .bind(token)
-            .fetch_one(conn)
-            .await?;
-        Ok(row.try_get::<i64, _>(0)? == 1)
-    }
-
-    async fn release(
-        pool: &SqlitePool,
-        sql: &Statements,
-        id: &RecordId,
-        token: i64,
-    ) -> Result<bool, sqlx::Error> {
-        let done = prepared(&sql.release)
-            .bind(&id.as_bytes()[..])
-            .bind(token)
-            .execute(pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn renew(
-        pool: &SqlitePool,
-        sql: &Statements,
-        id: &RecordId,
-        token: i64,
-        lease_us: i64,
-    ) -> Result<bool, sqlx::Error> {
-        let done = prepared(&sql.renew)
-            .bind(&id.as_bytes()[..])
-            .bind(token)
-            .bind(lease_us)
-            .execute(pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn inspect(
-        pool: &SqlitePool,
-        sql: &Statements,
-        id: &RecordId,
-    ) -> Result<Option<Columns>, sqlx::Error> {
-        let Some(row) = prepared(&sql.inspect)
-            .bind(&id.as_bytes()[..])
-            .fetch_optional(pool)
-            .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(Columns {
-            fingerprint: row.try_get("fingerprint")?,
-            token: row.try_get("token")?,
-            completed: row.try_get("completed")?,
-            outcome: row.try_get("outcome")?,
-            left_us: row.try_get("left_us")?,
-            format: row.try_get("format")?,
-        }))
-    }
-
-    async fn remove(
-        pool: &SqlitePool,
-        sql: &Statements,
-        id: &RecordId,
-        force: bool,
-    ) -> Result<Ended, sqlx::Error> {
-        let ended = prepared(&sql.remove)
-            .bind(&id.as_bytes()[..])
-            .bind(force)
-            .execute(pool)
-            .await?;
-        if ended.rows_affected() == 1 {
-            return Ok(Ended {
-                ended: true,
-                live: true,
-                format: FORMAT,
-            });
-        }
-        let row = prepared(&sql.live)
-            .bind(&id.as_bytes()[..])
-            .fetch_one(pool)
-            .await?;
-        Ok(Ended {
-            ended: false,
-            live: row.try_get::<i64, _>(0)? > 0,
-            format: row.try_get(1)?,
-        })
-    }
-
-    async fn purge(pool: &SqlitePool, sql: &Statements, limit: u32) -> Result<u64, sqlx::Error> {
-        prepared(&sql.purge)
-            .bind(limit)
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected())
-    }
+    prepared_calls!();
 
     async fn migrate(pool: &Pool<Sqlite>, sql: &Statements) -> Result<(), sqlx::Error> {
         // In a transaction that takes the write lock: a database that

@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use crate::prepared_calls::PreparedCalls;
+
 /// The clock, in microseconds since the Unix epoch.
 const NOW: &str = "CAST(unixepoch('now', 'subsec') * 1000000 AS INTEGER)";
 
@@ -17,16 +19,10 @@ pub(crate) const FORMAT: i16 = 1;
 /// The statements, rendered once for the configured table.
 #[derive(Debug)]
 pub struct Statements {
+    /// The calls every prepared dialect makes alike.
+    pub(crate) calls: PreparedCalls,
     pub(crate) claim: Arc<str>,
     pub(crate) claimed: Arc<str>,
-    pub(crate) complete: Arc<str>,
-    pub(crate) completed_by: Arc<str>,
-    pub(crate) release: Arc<str>,
-    pub(crate) renew: Arc<str>,
-    pub(crate) inspect: Arc<str>,
-    pub(crate) remove: Arc<str>,
-    pub(crate) live: Arc<str>,
-    pub(crate) purge: Arc<str>,
     pub(crate) migration: Vec<String>,
     pub(crate) shape: Arc<str>,
 }
@@ -66,63 +62,65 @@ impl Statements {
                  FROM {t} WHERE id = ?1 AND ({kept} OR format > {FORMAT})"
             )
             .into(),
-            // in flight, holder's token | complete -> Completed (one row).
-            // Inside the operation's transaction, SQLite's write lock is
-            // held from here to the commit, so a claim that would take the
-            // record over waits for it.
-            complete: format!(
-                "UPDATE {t} SET completed = 1, deadline = {NOW} + ?3, outcome = ?4 \
-                 WHERE id = ?1 AND token = ?2 AND completed = 0 AND deadline > {NOW}"
-            )
-            .into(),
-            completed_by: format!(
-                "SELECT COUNT(*) FROM {t} \
+            calls: PreparedCalls {
+                // in flight, holder's token | complete -> Completed (one row).
+                // Inside the operation's transaction, SQLite's write lock is
+                // held from here to the commit, so a claim that would take the
+                // record over waits for it.
+                complete: format!(
+                    "UPDATE {t} SET completed = 1, deadline = {NOW} + ?1, outcome = ?2 \
+                 WHERE id = ?3 AND token = ?4 AND completed = 0 AND deadline > {NOW}"
+                )
+                .into(),
+                completed_by: format!(
+                    "SELECT COUNT(*) FROM {t} \
                  WHERE id = ?1 AND token = ?2 AND completed = 1 AND deadline > {NOW}"
-            )
-            .into(),
-            // in flight, holder's token | release -> Released (one row).
-            release: format!(
-                "UPDATE {t} SET deadline = {NOW} \
+                )
+                .into(),
+                // in flight, holder's token | release -> Released (one row).
+                release: format!(
+                    "UPDATE {t} SET deadline = {NOW} \
                  WHERE id = ?1 AND token = ?2 AND completed = 0 AND deadline > {NOW}"
-            )
-            .into(),
-            // in flight, holder's token | renew -> Renewed (one row).
-            renew: format!(
-                "UPDATE {t} SET deadline = {NOW} + ?3 \
-                 WHERE id = ?1 AND token = ?2 AND completed = 0 AND deadline > {NOW}"
-            )
-            .into(),
-            inspect: format!(
-                "SELECT fingerprint, token, completed, outcome, format, \
+                )
+                .into(),
+                // in flight, holder's token | renew -> Renewed (one row).
+                renew: format!(
+                    "UPDATE {t} SET deadline = {NOW} + ?1 \
+                 WHERE id = ?2 AND token = ?3 AND completed = 0 AND deadline > {NOW}"
+                )
+                .into(),
+                inspect: format!(
+                    "SELECT fingerprint, token, completed, outcome, format, \
                    MAX(deadline - {NOW}, 0) AS left_us \
                  FROM {t} WHERE id = ?1 AND (deadline > {NOW} OR format > {FORMAT})"
-            )
-            .into(),
-            // Ended rather than deleted, as a release: the token stays, so
-            // the next claim's is greater. completed, traced, or in flight
-            // with force | remove -> Removed (one row); if none, `live`
-            // tells in flight (refused) from none (absent).
-            remove: format!(
-                "UPDATE {t} SET completed = 0, outcome = NULL, deadline = {NOW} \
+                )
+                .into(),
+                // Ended rather than deleted, as a release: the token stays, so
+                // the next claim's is greater. completed, traced, or in flight
+                // with force | remove -> Removed (one row); if none, `live`
+                // tells in flight (refused) from none (absent).
+                remove: format!(
+                    "UPDATE {t} SET completed = 0, outcome = NULL, deadline = {NOW} \
                  WHERE id = ?1 AND {kept} AND (completed = 1 OR ?2) AND format <= {FORMAT}"
-            )
-            .into(),
-            live: format!(
-                "SELECT COUNT(*), COALESCE(MAX(format), {FORMAT}) FROM {t} \
+                )
+                .into(),
+                live: format!(
+                    "SELECT COUNT(*), COALESCE(MAX(format), {FORMAT}) FROM {t} \
                  WHERE id = ?1 AND ({kept} OR format > {FORMAT})"
-            )
-            .into(),
-            // A record is dropped only once it is neither live nor traced
-            // and the clock has passed its token, so later tokens drawn
-            // from the clock stay greater. Oldest first, by the deadline's
-            // index, a bounded batch.
-            purge: format!(
-                "DELETE FROM {t} WHERE rowid IN ( \
+                )
+                .into(),
+                // A record is dropped only once it is neither live nor traced
+                // and the clock has passed its token, so later tokens drawn
+                // from the clock stay greater. Oldest first, by the deadline's
+                // index, a bounded batch.
+                purge: format!(
+                    "DELETE FROM {t} WHERE rowid IN ( \
                    SELECT rowid FROM {t} \
                    WHERE deadline < {NOW} - {trace_us} AND token < {NOW} \
                    ORDER BY deadline LIMIT ?1)"
-            )
-            .into(),
+                )
+                .into(),
+            },
             migration: vec![
                 format!(
                     "CREATE TABLE IF NOT EXISTS {t} ( \

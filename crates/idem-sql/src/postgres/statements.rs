@@ -1,26 +1,7 @@
-//! The store's statements, rendered once for a schema and table, and the
-//! names they may use.
+//! PostgreSQL's statements, rendered once for a schema and table: the
+//! server's clock (`clock_timestamp()`) is inside each of them.
 
 use std::sync::Arc;
-
-/// Why a schema or table name was refused.
-#[derive(Debug, thiserror::Error)]
-#[error("`{0}` is not a valid name: use 1 to 63 lowercase letters, digits and `_`, not starting with a digit")]
-pub struct InvalidName(String);
-
-pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && !name.as_bytes()[0].is_ascii_digit();
-    if ok {
-        Ok(())
-    } else {
-        Err(InvalidName(name.to_owned()))
-    }
-}
 
 /// The channel a store's changes are notified on: `idem_<schema>_<table>`,
 /// cut to PostgreSQL's 63 bytes (names are ASCII). A collision of two long
@@ -37,7 +18,8 @@ pub(crate) fn channel(schema: &str, table: &str) -> String {
 pub(crate) const FORMAT: i16 = 1;
 
 /// The statements, rendered once for the configured schema and table.
-pub(crate) struct Sql {
+#[derive(Debug)]
+pub struct Statements {
     pub(crate) begin: Arc<str>,
     pub(crate) complete: Arc<str>,
     pub(crate) completed_by: Arc<str>,
@@ -48,6 +30,9 @@ pub(crate) struct Sql {
     pub(crate) inspect: Arc<str>,
     pub(crate) remove: Arc<str>,
     pub(crate) migration: Vec<String>,
+    /// Reads no row, and fails unless the table has every column the
+    /// statements name.
+    pub(crate) shape: String,
     /// Where changes are notified.
     pub(crate) channel: String,
     /// Whether statements are prepared once per connection and kept
@@ -57,7 +42,7 @@ pub(crate) struct Sql {
     pub(crate) persistent: bool,
 }
 
-impl Sql {
+impl Statements {
     /// The statements on `schema`.`table`, with traces kept `trace_us`.
     pub(crate) fn new(schema: &str, table: &str, persistent: bool, trace_us: u64) -> Self {
         let t = format!("\"{schema}\".\"{table}\"");
@@ -93,13 +78,13 @@ impl Sql {
                          waiting = false \
                      WHERE r.format <= {FORMAT} AND NOT {kept} \
                    RETURNING r.token) \
-                 SELECT 'A'::text AS kind, token, NULL::bytea AS outcome, 0::bigint AS left_us, \
-                        {FORMAT}::smallint AS format FROM upsert \
+                 SELECT 'A'::text AS kind, token, false AS completed, NULL::bytea AS outcome, \
+                        0::bigint AS left_us, {FORMAT}::smallint AS format FROM upsert \
                  UNION ALL \
                  SELECT CASE WHEN r.fingerprint <> $2 THEN 'M' \
                              WHEN r.completed AND r.deadline <= clock.t THEN 'E' \
                              WHEN r.completed THEN 'R' ELSE 'I' END, \
-                        r.token, \
+                        r.token, r.completed, \
                         CASE WHEN r.completed AND r.fingerprint = $2 AND r.deadline > clock.t \
                              THEN r.outcome END, \
                         GREATEST((extract(epoch FROM (r.deadline - clock.t)) * 1000000)::bigint, 0), \
@@ -185,6 +170,10 @@ impl Sql {
             purge: purge(&t, &trace, now_us).into(),
             channel: channel.clone(),
             migration: migration(schema, table, &t),
+            shape: format!(
+                "SELECT id, fingerprint, token, completed, deadline, outcome, format, waiting \
+                 FROM {t} LIMIT 0"
+            ),
             persistent,
         }
     }
