@@ -179,7 +179,10 @@ async fn through_pgbouncer_without_listen_waiting_duplicates_are_woken_by_their_
         .expect("valid schema name")
         .behind_transaction_pooler();
     store.migrate().await.expect("migration through PgBouncer");
-    assert!(!store.wakes(), "no channel: other processes' changes are polled");
+    assert!(
+        !store.wakes(),
+        "no channel: other processes' changes are polled"
+    );
     // Recorded just after a poll (they come 5, 15, 35 ... 315, 565, 815 ms
     // into a wait): a waiter that only polled would answer some 245 ms late.
     let work = Duration::from_millis(570);
