@@ -9,6 +9,8 @@
 //! (`shipping <order>`, `shipped <order>`, `fenced <order>`) for the tests
 //! that kill and freeze workers.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use idem_core::{encode_result, Claim, CommitError, Failure};
@@ -21,7 +23,9 @@ pub struct OrderPlaced {
     /// The order's id; the message's idempotency key.
     pub order_id: String,
     /// What to ship. `carrier-down` is never accepted by the carrier (a
-    /// transient failure every time); `out-of-stock` fails for good.
+    /// transient failure every time); `carrier-flaky` is refused the first
+    /// time this process ships its order (a transient failure once);
+    /// `out-of-stock` fails for good.
     pub sku: String,
     /// How many.
     pub qty: u32,
@@ -62,6 +66,8 @@ pub struct Shipping {
     store: RedisStore,
     prefix: String,
     delay: Duration,
+    /// The `carrier-flaky` orders this process tried once already.
+    tried: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Shipping {
@@ -72,6 +78,7 @@ impl Shipping {
             store,
             prefix: prefix.to_owned(),
             delay,
+            tried: Arc::default(),
         }
     }
 
@@ -86,6 +93,12 @@ impl Shipping {
         tokio::time::sleep(self.delay).await;
         match order.sku.as_str() {
             "carrier-down" => return Err(ShipError::CarrierDown),
+            "carrier-flaky" => {
+                let mut tried = self.tried.lock().unwrap_or_else(PoisonError::into_inner);
+                if tried.insert(order.order_id.clone()) {
+                    return Err(ShipError::CarrierDown);
+                }
+            }
             "out-of-stock" => return Err(ShipError::OutOfStock(order.sku)),
             _ => {}
         }

@@ -102,6 +102,63 @@ async fn a_hundred_orders_ship_once_through_a_fault<B: Broker>(mut broker: B, fa
     drop(workers);
 }
 
+/// An order placed while the store is down, with a dead-letter cap of 2
+/// and a carrier that refuses it once after the outage: it ships once and
+/// is not dead-lettered. The outage holds its delivery rather than
+/// redelivering it, so it does not spend the cap.
+async fn an_order_placed_while_the_store_is_down_ships_once_after_it<B: Broker>(broker: B) {
+    let mut store = PrivateRedis::start(true);
+    let prefix = unique_prefix("orders-outage");
+    let mut env = broker.env(1000);
+    env.push(("REDIS_URL", store.url()));
+    env.push(("PREFIX", prefix.clone()));
+    env.push(("LEASE_MS", "2000".to_owned()));
+    env.push(("MAX_DELIVERIES", "2".to_owned()));
+    let worker = Worker::start(B::EXAMPLE, &env);
+    store.kill();
+    broker
+        .publish(r#"{"order_id":"outage-1","sku":"carrier-flaky","qty":1}"#)
+        .await;
+    // The outage's length, not a wait for a state.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    store.restart();
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let shipped = worker.count("shipped outage-1") > 0;
+        let dead = !broker.dead_letters().await.is_empty();
+        assert!(
+            !dead,
+            "dead-lettered after a store outage: {:?}",
+            broker.dead_letters().await
+        );
+        if shipped && broker.outstanding().await == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the order shipped and was acknowledged within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(worker.count("shipped outage-1"), 1, "shipped once");
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_rabbitmq_an_order_placed_while_the_store_is_down_ships_once_after_it() {
+    an_order_placed_while_the_store_is_down_ships_once_after_it(RabbitMq::new().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_jetstream_an_order_placed_while_the_store_is_down_ships_once_after_it() {
+    an_order_placed_while_the_store_is_down_ships_once_after_it(JetStream::new().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_streams_an_order_placed_while_the_store_is_down_ships_once_after_it() {
+    an_order_placed_while_the_store_is_down_ships_once_after_it(RedisStream::new()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_rabbitmq_a_broker_restart_mid_load_loses_nothing_and_doubles_nothing() {
     a_hundred_orders_ship_once_through_a_fault(RabbitMq::new().await, Fault::Broker).await;

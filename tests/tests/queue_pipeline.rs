@@ -258,12 +258,18 @@ async fn a_message_that_cannot_be_run_is_dead_lettered_with_what_is_wrong() {
     }
 }
 
-#[tokio::test]
-async fn a_store_that_is_down_redelivers_with_backoff_and_never_dead_letters() {
+#[tokio::test(start_paused = true)]
+async fn a_store_that_stays_down_holds_the_delivery_then_redelivers_it_and_never_dead_letters() {
     let shipped = Arc::new(AtomicUsize::new(0));
     let consumer = shipper(Engine::new(DownStore), Arc::clone(&shipped));
     for delivery in [1, 5, 50] {
+        let started = tokio::time::Instant::now();
         let (verdict, action) = tell(&consumer, order("o-6", "tea").delivered(delivery)).await;
+        assert_eq!(
+            started.elapsed(),
+            idem_queue::DEFAULT_HOLD_WHILE_STORE_DOWN,
+            "held while the store is down, up to the hold"
+        );
         assert!(
             matches!(verdict.outcome, Outcome::StoreUnavailable(_)),
             "{verdict:?}"
@@ -273,6 +279,16 @@ async fn a_store_that_is_down_redelivers_with_backoff_and_never_dead_letters() {
             "{action:?}"
         );
     }
+    // Not held: redelivered at once, with the backoff.
+    let impatient =
+        shipper(Engine::new(DownStore), Arc::clone(&shipped)).hold_while_store_down(Duration::ZERO);
+    let started = tokio::time::Instant::now();
+    let (verdict, _) = tell(&impatient, order("o-6", "tea").delivered(50)).await;
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert!(
+        matches!(verdict.outcome, Outcome::StoreUnavailable(_)),
+        "{verdict:?}"
+    );
     assert_eq!(shipped.load(Ordering::SeqCst), 0);
 }
 

@@ -29,7 +29,7 @@ use crate::verdict::{Action, Outcome, Verdict};
 /// | in flight at another consumer | redeliver after the backoff, at most the holder's lease's time left; never acked while its holder may still die |
 /// | key reused with another payload | dead-letter with the reason; never run |
 /// | no key, not JSON, not the handler's input | dead-letter with the reason; never run |
-/// | store unreachable or full | redeliver after a backoff; never dead-lettered |
+/// | store unreachable or full | held, reported in progress, and claimed again with the backoff while the store is down (up to [`hold_while_store_down`](Consumer::hold_while_store_down)), then redelivered after a backoff; never dead-lettered, and an outage does not bring the message closer to its cap |
 /// | the handler panicked, or its claim was lost while it ran | redeliver after the lease: the outcome is unknown, and the claim stays to its lease |
 ///
 /// A message is acknowledged only once its outcome is stored, so a consumer
@@ -44,6 +44,7 @@ pub struct Consumer<H> {
     max_deliveries: u32,
     backoff: Backoff,
     progress_every: Duration,
+    hold: Duration,
 }
 
 /// A delivery's call and the handler's input, or why it has none (it is
@@ -53,6 +54,11 @@ pub(crate) type Prepared<I> = Result<(Call, I), String>;
 /// The default number of deliveries after which a message that keeps
 /// failing transiently is dead-lettered.
 pub const DEFAULT_MAX_DELIVERIES: u32 = 10;
+
+/// How long a delivery is held by default while the store does not answer
+/// its claim: 20 minutes, under RabbitMQ's default delivery acknowledgement
+/// timeout (30 minutes), past which the broker closes the channel.
+pub const DEFAULT_HOLD_WHILE_STORE_DOWN: Duration = Duration::from_mins(20);
 
 impl<H: Handler> Consumer<H> {
     /// A consumer of `operation`'s messages, keyed by their message id, in
@@ -69,6 +75,7 @@ impl<H: Handler> Consumer<H> {
             max_deliveries: DEFAULT_MAX_DELIVERIES,
             backoff: Backoff::default(),
             progress_every,
+            hold: DEFAULT_HOLD_WHILE_STORE_DOWN,
         }
     }
 
@@ -89,10 +96,10 @@ impl<H: Handler> Consumer<H> {
     /// Dead-letters a message that failed transiently on its
     /// `max_deliveries`-th delivery (default 10). The count is the broker's:
     /// it includes the redeliveries of a duplicate that waited for its
-    /// holder and of a message that met the store down, which are never
-    /// dead-lettered themselves but bring the cap closer. With the default
-    /// backoff, 10 deliveries span about 80 seconds: a store outage shorter
-    /// than that does not turn a message into a poison one.
+    /// holder, which are never dead-lettered themselves but bring the cap
+    /// closer. A store outage does not: a delivery that meets the store
+    /// down is held while it lasts ([`hold_while_store_down`](Self::hold_while_store_down)),
+    /// so it counts one delivery however long the outage, up to the hold.
     #[must_use]
     pub fn max_deliveries(mut self, max_deliveries: u32) -> Self {
         self.max_deliveries = max_deliveries.max(1);
@@ -103,6 +110,23 @@ impl<H: Handler> Consumer<H> {
     #[must_use]
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// How long a delivery that meets the store down is held (default
+    /// [`DEFAULT_HOLD_WHILE_STORE_DOWN`], 20 minutes): reported in progress
+    /// to its broker, its claim tried again with the backoff, so that an
+    /// outage neither redelivers every message over and over nor brings
+    /// them closer to their dead-letter cap. The consumer slows down with
+    /// the store and takes no new work it cannot claim. Past the hold, the
+    /// delivery is redelivered after a backoff (one delivery more). Keep it
+    /// under the broker's own deadline for an unacknowledged delivery
+    /// where reports in progress do not extend it (RabbitMQ's
+    /// `consumer_timeout`, 30 minutes by default); `Duration::ZERO`
+    /// redelivers at once.
+    #[must_use]
+    pub fn hold_while_store_down(mut self, hold: Duration) -> Self {
+        self.hold = hold;
         self
     }
 
@@ -183,27 +207,58 @@ impl<H: Handler> Consumer<H> {
     }
 
     /// Runs the handler for `message` under the engine, and maps what
-    /// happened to a verdict.
+    /// happened to a verdict. While the store does not answer the claim
+    /// (nothing has run), the delivery is held and claimed again.
     async fn run(&self, message: &Message, prepared: Prepared<H::Input>) -> Verdict {
-        let (call, input) = match prepared {
+        let (mut call, mut input) = match prepared {
             Ok(prepared) => prepared,
             Err(why) => return dead(Outcome::Malformed(why.clone()), why),
         };
-        let claim: Arc<Mutex<Option<Claim>>> = Arc::default();
-        let held = Arc::clone(&claim);
-        let ran = self
-            .engine
-            .run(&call, |c| {
-                *held.lock().unwrap_or_else(PoisonError::into_inner) = Some(c.clone());
-                self.handler.handle(input, c)
-            })
-            .await;
-        let recorded = claim
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_none_or(Claim::is_recorded);
-        self.verdict(message, ran, recorded)
+        let held = tokio::time::Instant::now();
+        let mut tries = 0;
+        loop {
+            let claim: Arc<Mutex<Option<Claim>>> = Arc::default();
+            let holds = Arc::clone(&claim);
+            let ran = self
+                .engine
+                .run(&call, |c| {
+                    *holds.lock().unwrap_or_else(PoisonError::into_inner) = Some(c.clone());
+                    self.handler.handle(input, c)
+                })
+                .await;
+            let left = self.hold.saturating_sub(held.elapsed());
+            if let Err(Error::Store(e)) = &ran {
+                if e.is_transient() && !left.is_zero() {
+                    tries += 1;
+                    let pause = self.backoff.after(tries).min(left);
+                    if tries == 1 {
+                        tracing::warn!(target: "idem", operation = %self.operation, id = ?message.id, error = %e, "the store did not answer the claim; the delivery is held and claimed again while it is down");
+                    }
+                    tokio::time::sleep(pause).await;
+                    // Nothing ran: the input is read again from the message.
+                    (call, input) = match self.call(message) {
+                        Ok(prepared) => prepared,
+                        Err(why) => return dead(Outcome::Malformed(why.clone()), why),
+                    };
+                    continue;
+                }
+            }
+            match &ran {
+                _ if tries == 0 => {}
+                Err(Error::Store(e)) => {
+                    tracing::warn!(target: "idem", operation = %self.operation, id = ?message.id, held = ?held.elapsed(), error = %e, "the store stayed down past the hold; the delivery is redelivered");
+                }
+                _ => {
+                    tracing::info!(target: "idem", operation = %self.operation, id = ?message.id, held = ?held.elapsed(), "the store answered the held delivery's claim again");
+                }
+            }
+            let recorded = claim
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .is_none_or(Claim::is_recorded);
+            return self.verdict(message, ran, recorded);
+        }
     }
 
     /// The call for `message` and the handler's input, or why it has none.

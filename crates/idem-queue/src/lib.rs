@@ -64,7 +64,7 @@ pub mod redis_streams;
 
 pub use backoff::Backoff;
 pub use batch::{BatchOptions, BatchReport};
-pub use consumer::{Consumer, DEFAULT_MAX_DELIVERIES};
+pub use consumer::{Consumer, DEFAULT_HOLD_WHILE_STORE_DOWN, DEFAULT_MAX_DELIVERIES};
 pub use delivery::{BrokerError, Delivery};
 pub use handler::{handler_fn, Handler, HandlerFn};
 pub use key_source::KeySource;
