@@ -3,14 +3,17 @@
 //! (nats://127.0.0.1:4222), `STREAM` (ORDERS: subjects `<stream>.placed`;
 //! dead letters on `<stream>.dead`, kept by the stream `<stream>_DEAD`),
 //! `ACK_WAIT_MS` (30000), and those of
-//! [`Settings`](idem_examples::shipping::Settings).
+//! [`Settings`](idem_examples::shipping::Settings). The client reconnects
+//! by itself, and the consumer asks for its messages again; SIGTERM or
+//! Ctrl-C stops taking orders, lets the running ones finish, and exits.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer, stream};
 use idem_examples::shipping::Settings;
+use idem_queue::async_nats::{self, jetstream, jetstream::stream};
 use idem_queue::nats::{consume, JetStreamOptions};
+use idem_queue::shutdown_on_signals;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,49 +26,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(30_000),
     );
-    let consumer_ = Arc::new(settings.consumer().await?);
+    let consumer = Arc::new(settings.consumer().await?);
     let js = jetstream::new(async_nats::connect(&url).await?);
-    let orders = js
-        .get_or_create_stream(stream::Config {
-            name: name.clone(),
-            subjects: vec![format!("{name}.placed")],
-            ..stream::Config::default()
-        })
-        .await?;
+    js.get_or_create_stream(stream::Config {
+        name: name.clone(),
+        subjects: vec![format!("{name}.placed")],
+        ..stream::Config::default()
+    })
+    .await?;
     js.get_or_create_stream(stream::Config {
         name: format!("{name}_DEAD"),
         subjects: vec![format!("{name}.dead")],
         ..stream::Config::default()
     })
     .await?;
-    let pull = orders
-        .get_or_create_consumer(
-            "shippers",
-            consumer::pull::Config {
-                durable_name: Some("shippers".to_owned()),
-                ack_wait,
-                ..consumer::pull::Config::default()
-            },
-        )
-        .await?;
+    let options = JetStreamOptions::default()
+        .durable("shippers")
+        .ack_wait(ack_wait)
+        .running(settings.running(shutdown_on_signals()));
     println!("consuming {name}");
-    let options = JetStreamOptions {
-        dead_letter_subject: format!("{name}.dead"),
-        parallelism: 16,
-    };
-    // The client reconnects by itself; a message stream that ends is
-    // asked for again.
-    loop {
-        if let Err(e) = consume(
-            Arc::clone(&consumer_),
-            js.clone(),
-            pull.clone(),
-            options.clone(),
-        )
-        .await
-        {
-            eprintln!("orders_nats: {e}; consuming again in a second");
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    consume(consumer, js, &name, options).await?;
+    println!("stopped");
+    Ok(())
 }

@@ -3,50 +3,28 @@
 //! (amqp://guest:guest@127.0.0.1:5672/%2f), `QUEUE` (orders; dead letters
 //! go to `<queue>.dead`), and those of
 //! [`Settings`](idem_examples::shipping::Settings). A lost connection is
-//! made again after a second; handlers still running finish meanwhile.
+//! made again with a backoff; SIGTERM or Ctrl-C stops taking orders, lets
+//! the running ones finish, and exits.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use idem_examples::shipping::Settings;
-use idem_queue::rabbitmq::{consume, declare_quorum_queue, RabbitOptions};
-use idem_queue::Handler;
-use lapin::{Connection, ConnectionProperties};
-
-type Error = Box<dyn std::error::Error>;
-
-async fn consume_once<H: Handler>(
-    url: &str,
-    queue: &str,
-    consumer: &Arc<idem_queue::Consumer<H>>,
-) -> Result<(), Error> {
-    let connection = Connection::connect(url, ConnectionProperties::default()).await?;
-    let channel = connection.create_channel().await?;
-    // A quorum queue counts deliveries (`x-delivery-count`), so that a
-    // poison message is dead-lettered after `MAX_DELIVERIES`.
-    declare_quorum_queue(&channel, queue).await?;
-    println!("consuming {queue}");
-    consume(
-        Arc::clone(consumer),
-        channel,
-        queue,
-        RabbitOptions::default(),
-    )
-    .await?;
-    Ok(())
-}
+use idem_queue::rabbitmq::{consume, RabbitOptions};
+use idem_queue::shutdown_on_signals;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = Settings::from_env();
     let url = std::env::var("AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
     let queue = std::env::var("QUEUE").unwrap_or_else(|_| "orders".to_owned());
     let consumer = Arc::new(settings.consumer().await?);
-    loop {
-        if let Err(e) = consume_once(&url, &queue, &consumer).await {
-            eprintln!("orders_rabbitmq: {e}; connecting again in a second");
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    // The queue is declared as a quorum queue, which counts deliveries
+    // (`x-delivery-count`), so that a poison message is dead-lettered
+    // after `MAX_DELIVERIES`.
+    let options = RabbitOptions::default().running(settings.running(shutdown_on_signals()));
+    println!("consuming {queue}");
+    consume(consumer, &url, &queue, options).await?;
+    println!("stopped");
+    Ok(())
 }

@@ -5,33 +5,32 @@
 //! `MIN_IDLE_MS` (an entry pending this long is taken over; 30000),
 //! `STREAM_REDIS_URL` (the stream's Redis, if not the records' `REDIS_URL`), and
 //! those of [`Settings`](idem_examples::shipping::Settings). Each entry's
-//! `payload` field is the order (JSON).
+//! `payload` field is the order (JSON). A lost connection is made again
+//! with a backoff; SIGTERM or Ctrl-C stops taking orders, lets the running
+//! ones finish, and exits.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use idem_examples::shipping::Settings;
 use idem_queue::redis_streams::{consume, StreamOptions};
+use idem_queue::shutdown_on_signals;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = Settings::from_env();
     let var = |name: &str, default: String| std::env::var(name).unwrap_or(default);
     let stream = var("STREAM", "orders:placed".to_owned());
-    let mut options = StreamOptions::new(
-        &stream,
-        &var("GROUP", "shippers".to_owned()),
-        &var("CONSUMER", format!("shipper-{}", std::process::id())),
-    );
-    options.min_idle =
-        Duration::from_millis(var("MIN_IDLE_MS", String::new()).parse().unwrap_or(30_000));
+    let min_idle = var("MIN_IDLE_MS", String::new()).parse().unwrap_or(30_000);
+    let options = StreamOptions::default()
+        .group(&var("GROUP", "shippers".to_owned()))
+        .consumer(&var("CONSUMER", format!("shipper-{}", std::process::id())))
+        .min_idle(Duration::from_millis(min_idle))
+        .running(settings.running(shutdown_on_signals()));
     let consumer = Arc::new(settings.consumer().await?);
-    let client = redis::Client::open(var("STREAM_REDIS_URL", settings.redis_url.clone()))?;
+    let client = idem_queue::redis::Client::open(var("STREAM_REDIS_URL", settings.redis_url.clone()))?;
     println!("consuming {stream}");
-    loop {
-        if let Err(e) = consume(Arc::clone(&consumer), client.clone(), options.clone()).await {
-            eprintln!("orders_redis_streams: {e}; consuming again in a second");
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    consume(consumer, client, &stream, options).await?;
+    println!("stopped");
+    Ok(())
 }

@@ -134,7 +134,8 @@ impl Shipping {
 
 /// The example's settings from the environment: `REDIS_URL` (records and
 /// shipments), `PREFIX` (their keys), `SHIP_DELAY_MS`, `LEASE_MS`,
-/// `MAX_DELIVERIES`.
+/// `MAX_DELIVERIES`, `DRAIN_MS` (how long running orders get to finish on
+/// shutdown), `RECONNECT_MS` (the first pause before connecting again).
 pub struct Settings {
     /// Redis for records and shipments.
     pub redis_url: String,
@@ -146,6 +147,10 @@ pub struct Settings {
     pub lease: Duration,
     /// Deliveries before a failing message is dead-lettered.
     pub max_deliveries: u32,
+    /// How long running orders get to finish on shutdown.
+    pub drain: Duration,
+    /// The first pause before connecting again to a lost broker.
+    pub reconnect: Duration,
 }
 
 impl Settings {
@@ -164,7 +169,21 @@ impl Settings {
             max_deliveries: var("MAX_DELIVERIES", "")
                 .parse()
                 .unwrap_or(idem_queue::DEFAULT_MAX_DELIVERIES),
+            drain: ms("DRAIN_MS", 30_000),
+            reconnect: ms("RECONNECT_MS", 1_000),
         }
+    }
+
+    /// How the consumer runs: until `shutdown`, draining and reconnecting
+    /// as set.
+    pub fn running(&self, shutdown: idem_queue::CancellationToken) -> idem_queue::Running {
+        idem_queue::Running::default()
+            .until(shutdown)
+            .drain(self.drain)
+            .reconnect(idem_queue::Backoff {
+                first: self.reconnect,
+                max: std::time::Duration::from_secs(30).max(self.reconnect),
+            })
     }
 
     /// The consumer: the engine on Redis (keys under the prefix), the

@@ -316,7 +316,7 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
         Box::pin(async move {
             idem_queue::rabbitmq::consume(
                 consumer,
-                consuming,
+                url,
                 &queue,
                 idem_queue::rabbitmq::RabbitOptions::default(),
             )
@@ -398,13 +398,10 @@ async fn nats_round(variant: Variant, round: usize) -> Result<Duration, Error> {
         })
     } else {
         let consumer = with_idem(engine(variant, BROKER, round).await, Arc::clone(&handled));
-        let options = idem_queue::nats::JetStreamOptions {
-            dead_letter_subject: format!("{name}.dead"),
-            parallelism: 16,
-        };
-        let js = js.clone();
+        let options = idem_queue::nats::JetStreamOptions::default().durable("bench");
+        let (js, name) = (js.clone(), name.clone());
         Box::pin(async move {
-            idem_queue::nats::consume(consumer, js, pull, options)
+            idem_queue::nats::consume(consumer, js, &name, options)
                 .await
                 .map_err(Into::into)
         })
@@ -440,10 +437,12 @@ async fn redis_round(variant: Variant, round: usize) -> Result<Duration, Error> 
         Box::pin(async move { bare_stream(client, &stream, &plain, &handled).await })
     } else {
         let consumer = with_idem(engine(variant, BROKER, round).await, Arc::clone(&handled));
-        let options = idem_queue::redis_streams::StreamOptions::new(&stream, "bench", "bench-1");
-        let client = client.clone();
+        let options = idem_queue::redis_streams::StreamOptions::default()
+            .group("bench")
+            .consumer("bench-1");
+        let (client, stream) = (client.clone(), stream.clone());
         Box::pin(async move {
-            idem_queue::redis_streams::consume(consumer, client, options)
+            idem_queue::redis_streams::consume(consumer, client, &stream, options)
                 .await
                 .map_err(Into::into)
         })

@@ -53,6 +53,8 @@ mod key_source;
 mod message;
 #[cfg(feature = "nats")]
 mod permitted;
+mod running;
+mod signals;
 mod verdict;
 
 #[cfg(feature = "nats")]
@@ -69,4 +71,22 @@ pub use delivery::{BrokerError, Delivery};
 pub use handler::{handler_fn, Handler, HandlerFn};
 pub use key_source::KeySource;
 pub use message::Message;
+pub use running::{Running, DEFAULT_DRAIN};
+pub use signals::shutdown_on_signals;
+pub use tokio_util::sync::CancellationToken;
 pub use verdict::{Action, Outcome, Verdict};
+
+/// The AMQP client the RabbitMQ adapter is built on, re-exported so that
+/// your connection's types are the ones it takes.
+#[cfg(feature = "rabbitmq")]
+pub use lapin;
+
+/// The NATS client the JetStream adapter is built on, re-exported so that
+/// your client's types are the ones it takes.
+#[cfg(feature = "nats")]
+pub use async_nats;
+
+/// The Redis client the Redis Streams adapter is built on, re-exported so
+/// that your client's types are the ones it takes.
+#[cfg(feature = "redis-streams")]
+pub use redis;

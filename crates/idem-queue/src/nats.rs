@@ -7,7 +7,7 @@
 //! - **In progress**: `+WPI` every [`Consumer::progress_every`] while the
 //!   handler runs, so the message is not redelivered at `ack_wait`.
 //! - **Dead-letter**: published to the dead-letter subject (`<subject
-//!   prefix>.dead`, set in [`JetStreamOptions`], which a stream must capture)
+//!   stream>.dead` unless set in [`JetStreamOptions`]; a stream must capture it)
 //!   with the reason in its `Idem-Reason` header, then `+TERM`.
 //! - **Deliveries**: the message's `num_delivered`.
 //!
@@ -23,8 +23,11 @@
 //! by message id) runs it once.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::consumer::{pull, PullConsumer};
+use async_nats::jetstream::context::GetStreamErrorKind;
+use async_nats::jetstream::stream::ConsumerErrorKind;
 use async_nats::jetstream::{AckKind, Context};
 use async_nats::HeaderMap;
 use futures_util::StreamExt as _;
@@ -36,18 +39,80 @@ use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
 use crate::permitted::Permitted;
+use crate::running::{supervise, Ended, Running};
 use crate::verdict::{Action, Verdict};
 
 /// The header JetStream deduplicates publishes by.
 pub const MSG_ID: &str = "Nats-Msg-Id";
 
-/// How a pull consumer is consumed.
+/// How a stream is consumed: `JetStreamOptions::default()` and its
+/// builder methods.
 #[derive(Clone, Debug)]
 pub struct JetStreamOptions {
-    /// Where dead letters are published (a stream must capture it).
-    pub dead_letter_subject: String,
+    /// The durable pull consumer's name (created if missing).
+    pub durable: String,
+    /// How long JetStream waits for an ack before it delivers a message
+    /// again (the durable's `ack_wait`, kept alive while a handler runs by
+    /// reports in progress).
+    pub ack_wait: Duration,
+    /// Where dead letters are published (`None`: `<stream>.dead`; a stream
+    /// must capture it).
+    pub dead_letter_subject: Option<String>,
     /// Handlers at once.
     pub parallelism: usize,
+    /// Until when, draining how long, reconnecting how.
+    pub running: Running,
+}
+
+impl Default for JetStreamOptions {
+    /// The durable `idem`, acks awaited 30 s, dead letters on
+    /// `<stream>.dead`, 16 handlers at once, until the process ends.
+    fn default() -> Self {
+        Self {
+            durable: "idem".to_owned(),
+            ack_wait: Duration::from_secs(30),
+            dead_letter_subject: None,
+            parallelism: 16,
+            running: Running::default(),
+        }
+    }
+}
+
+impl JetStreamOptions {
+    /// The durable pull consumer's name.
+    #[must_use]
+    pub fn durable(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.durable);
+        self
+    }
+
+    /// The durable's `ack_wait`.
+    #[must_use]
+    pub fn ack_wait(mut self, ack_wait: Duration) -> Self {
+        self.ack_wait = ack_wait;
+        self
+    }
+
+    /// Dead letters on `subject` instead of `<stream>.dead`.
+    #[must_use]
+    pub fn dead_letter_subject(mut self, subject: &str) -> Self {
+        self.dead_letter_subject = Some(subject.to_owned());
+        self
+    }
+
+    /// Handlers at once.
+    #[must_use]
+    pub fn parallelism(mut self, parallelism: usize) -> Self {
+        self.parallelism = parallelism;
+        self
+    }
+
+    /// Until when, draining how long, reconnecting how.
+    #[must_use]
+    pub fn running(mut self, running: Running) -> Self {
+        self.running = running;
+        self
+    }
 }
 
 /// One JetStream delivery.
@@ -149,29 +214,117 @@ impl Delivery for JetStreamDelivery {
     }
 }
 
-/// Consumes `pull` with `consumer` until its message stream ends: at most
-/// `options.parallelism` handlers at once. The messages the stream has
-/// ready are handed over together, as one batch
-/// ([`Consumer::handle_batch`]): their claims are asked for at once (one
-/// call on a store that batches them), a message delivered twice in it runs
-/// once, and each one's handler permit goes back as soon as its verdict is
-/// told.
+/// Consumes `stream` through its durable pull consumer (`options.durable`,
+/// created with `options.ack_wait` if missing) with `consumer` until
+/// `options.running`'s shutdown: at most `options.parallelism` handlers at
+/// once. The messages the stream has ready are handed over together, as
+/// one batch ([`Consumer::handle_batch`]): their claims are asked for at
+/// once (one call on a store that batches them), a message delivered twice
+/// in it runs once, and each one's handler permit goes back as soon as its
+/// verdict is told.
+///
+/// The client reconnects by itself; a message stream that ends or fails (a
+/// server restart, missed heartbeats) is asked for again with the backoff,
+/// and logged. On shutdown it stops pulling, lets running handlers finish
+/// within the drain and returns `Ok`. It returns an error only when
+/// JetStream refuses what asking again cannot fix (a missing stream, a
+/// durable of another configuration).
 pub async fn consume<H: Handler>(
     consumer: Arc<Consumer<H>>,
     js: Context,
-    pull: PullConsumer,
+    stream: &str,
     options: JetStreamOptions,
 ) -> Result<(), BrokerError> {
-    let dead_letters: Arc<str> = Arc::from(options.dead_letter_subject.as_str());
+    supervise("jetstream", &options.running, || {
+        session(&consumer, &js, stream, &options)
+    })
+    .await
+}
+
+/// A JetStream API refusal (a bad request, a missing stream) ends for
+/// good; anything else (no responders while the server restarts, a
+/// timeout) is asked again.
+fn ended<K>(what: &'static str, e: async_nats::error::Error<K>, api: Option<u16>) -> Ended
+where
+    K: Clone + std::fmt::Debug + std::fmt::Display + PartialEq + Send + Sync + 'static,
+{
+    let e = BrokerError::new(format!("jetstream {what}"), e);
+    match api {
+        Some(400 | 404) => Ended::Refused(e),
+        _ => Ended::Lost(e),
+    }
+}
+
+/// The status of a JetStream API error, if the error is one.
+fn api_status(e: &async_nats::jetstream::Error) -> Option<u16> {
+    u16::try_from(e.code()).ok()
+}
+
+/// One subscription's consumption, until it is lost or shutdown drains it.
+async fn session<H: Handler>(
+    consumer: &Arc<Consumer<H>>,
+    js: &Context,
+    stream: &str,
+    options: &JetStreamOptions,
+) -> Ended {
+    let setup = async {
+        let source = js.get_stream(stream).await.map_err(|e| {
+            let api = match e.kind() {
+                GetStreamErrorKind::JetStream(api) => api_status(&api),
+                _ => None,
+            };
+            ended("stream", e, api)
+        })?;
+        let pull: PullConsumer = source
+            .get_or_create_consumer(
+                &options.durable,
+                pull::Config {
+                    durable_name: Some(options.durable.clone()),
+                    ack_wait: options.ack_wait,
+                    ..pull::Config::default()
+                },
+            )
+            .await
+            .map_err(|e| {
+                let api = match e.kind() {
+                    ConsumerErrorKind::JetStream(api) => api_status(&api),
+                    _ => None,
+                };
+                ended("durable consumer", e, api)
+            })?;
+        pull.messages()
+            .await
+            .map_err(|e| Ended::Lost(BrokerError::new("jetstream messages", e)))
+    };
+    let messages = match setup.await {
+        Ok(messages) => messages,
+        Err(ended) => return ended,
+    };
+    tracing::info!(target: "idem", stream, durable = %options.durable, "jetstream: consuming");
+    let dead_letters: Arc<str> = Arc::from(
+        options
+            .dead_letter_subject
+            .clone()
+            .unwrap_or_else(|| format!("{stream}.dead")),
+    );
     let parallelism = options.parallelism.max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(parallelism));
-    let mut messages = pull
-        .messages()
-        .await
-        .map_err(|e| BrokerError::new("jetstream messages", e))?
-        .ready_chunks(parallelism);
+    let mut messages = messages.ready_chunks(parallelism);
     let mut running = tokio::task::JoinSet::new();
-    while let Some(ready) = messages.next().await {
+    let shutdown = options.running.shutdown.clone();
+    loop {
+        let ready = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => {
+                // No more pulls; messages pulled and not handed over come
+                // back after ack_wait.
+                drop(messages);
+                options.running.drain_out(&mut running, "jetstream").await;
+                return Ended::Shutdown;
+            }
+            ready = messages.next() => ready,
+        };
+        let Some(ready) = ready else { break };
         let mut batch = Vec::with_capacity(ready.len());
         let mut failed = None;
         for delivery in ready {
@@ -190,17 +343,17 @@ pub async fn consume<H: Handler>(
                 }
             }
         }
-        spawn_batch(&mut running, &consumer, batch, "jetstream");
+        spawn_batch(&mut running, consumer, batch, "jetstream");
         if let Some(e) = failed {
+            // Handlers still running finish on their own: dropping them
+            // would leave their outcome unknown.
             running.detach_all();
-            return Err(BrokerError::new("jetstream delivery", e));
+            return Ended::Lost(BrokerError::new("jetstream delivery", e));
         }
         while running.try_join_next().is_some() {}
     }
-    // Handlers still running finish on their own: dropping them would
-    // leave their outcome unknown.
     running.detach_all();
-    Err(BrokerError::new(
+    Ended::Lost(BrokerError::new(
         "jetstream consume",
         "the pull consumer's message stream ended",
     ))

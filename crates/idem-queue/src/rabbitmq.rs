@@ -23,35 +23,98 @@ use std::sync::Arc;
 use futures_util::StreamExt as _;
 use idem_core::Claim;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
+    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
 };
+use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use lapin::{BasicProperties, Channel};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use crate::batch::spawn_batch;
 use crate::consumer::Consumer;
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
+use crate::running::{supervise, Ended, Running};
 use crate::verdict::{Action, Verdict};
 
-/// How a queue is consumed.
-#[derive(Clone, Debug)]
+/// How a queue is consumed: `RabbitOptions::default()` and its builder
+/// methods.
+#[derive(Clone)]
 pub struct RabbitOptions {
     /// Unacknowledged deliveries at once (`basic.qos`), and so handlers at once.
     pub prefetch: u16,
     /// Where dead letters go (`None`: `<queue>.dead`, declared durable).
     pub dead_letter_queue: Option<String>,
+    /// Declare the queue as a durable quorum queue on each connection
+    /// ([`declare_quorum_queue`]); if not, it must exist.
+    pub declare_quorum_queue: bool,
+    /// How the connection is made (lapin's defaults).
+    pub connection: ConnectionProperties,
+    /// Until when, draining how long, reconnecting how.
+    pub running: Running,
 }
 
 impl Default for RabbitOptions {
-    /// 16 at once, dead letters to `<queue>.dead`.
+    /// 16 at once, dead letters to `<queue>.dead`, the queue declared as a
+    /// quorum queue, until the process ends.
     fn default() -> Self {
         Self {
             prefetch: 16,
             dead_letter_queue: None,
+            declare_quorum_queue: true,
+            connection: ConnectionProperties::default(),
+            running: Running::default(),
         }
+    }
+}
+
+impl std::fmt::Debug for RabbitOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RabbitOptions")
+            .field("prefetch", &self.prefetch)
+            .field("dead_letter_queue", &self.dead_letter_queue)
+            .field("declare_quorum_queue", &self.declare_quorum_queue)
+            .field("running", &self.running)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RabbitOptions {
+    /// Deliveries (and handlers) at once.
+    #[must_use]
+    pub fn prefetch(mut self, prefetch: u16) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// Dead letters to `queue` instead of `<queue>.dead`.
+    #[must_use]
+    pub fn dead_letter_queue(mut self, queue: &str) -> Self {
+        self.dead_letter_queue = Some(queue.to_owned());
+        self
+    }
+
+    /// Whether the queue is declared as a quorum queue (default) or must
+    /// exist.
+    #[must_use]
+    pub fn declare_quorum_queue(mut self, declare: bool) -> Self {
+        self.declare_quorum_queue = declare;
+        self
+    }
+
+    /// How the connection is made.
+    #[must_use]
+    pub fn connection(mut self, properties: ConnectionProperties) -> Self {
+        self.connection = properties;
+        self
+    }
+
+    /// Until when, draining how long, reconnecting how.
+    #[must_use]
+    pub fn running(mut self, running: Running) -> Self {
+        self.running = running;
+        self
     }
 }
 
@@ -197,58 +260,131 @@ impl Delivery for RabbitDelivery {
     }
 }
 
-/// Consumes `queue` on `channel` with `consumer` until the channel closes
-/// or the consumer is cancelled: at most `options.prefetch` deliveries at
+/// Consumes `queue` from the broker at `url` with `consumer` until
+/// `options.running`'s shutdown: at most `options.prefetch` deliveries at
 /// once. The deliveries the channel has ready are handed over together, as
 /// one batch ([`Consumer::handle_batch`]): their claims are asked for at
 /// once (one call on a store that batches them), a message delivered twice
 /// in it runs once, and each is acknowledged as soon as its verdict is
-/// known, which frees its place in the prefetch window. The queue must exist; the
-/// dead-letter queue is declared (durable) if missing, and the channel is
-/// put in confirm mode.
+/// known, which frees its place in the prefetch window. The dead-letter
+/// queue is declared (durable) if missing, and the channel is put in
+/// confirm mode.
+///
+/// A lost connection (a broker restart, a network failure, missed
+/// heartbeats) is made again with the backoff, and logged; unacknowledged
+/// deliveries come back from the broker. On shutdown it cancels its
+/// subscription, lets running handlers finish within the drain, closes the
+/// connection and returns `Ok`. It returns an error only when the broker
+/// refuses what connecting again cannot fix (credentials, a missing or
+/// mismatched queue, a virtual host not allowed).
 pub async fn consume<H: Handler>(
     consumer: Arc<Consumer<H>>,
-    channel: Channel,
+    url: &str,
     queue: &str,
     options: RabbitOptions,
 ) -> Result<(), BrokerError> {
-    let dead_letters: Arc<str> = Arc::from(
-        options
-            .dead_letter_queue
-            .clone()
-            .unwrap_or_else(|| format!("{queue}.dead")),
-    );
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .map_err(broker("confirm.select"))?;
-    channel
-        .queue_declare(
-            &dead_letters,
-            QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .map_err(broker("declaring the dead-letter queue"))?;
-    channel
-        .basic_qos(options.prefetch.max(1), BasicQosOptions::default())
-        .await
-        .map_err(broker("basic.qos"))?;
-    let deliveries = channel
-        .basic_consume(
-            queue,
-            "",
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(broker("basic.consume"))?;
+    supervise("rabbitmq", &options.running, || {
+        session(&consumer, url, queue, &options)
+    })
+    .await
+}
+
+/// How a failed step ends the session: refused if the broker said no in a
+/// way connecting again cannot change.
+fn ended(what: &str) -> impl FnOnce(lapin::Error) -> Ended + '_ {
+    move |e| {
+        let refused = match &e {
+            lapin::Error::ProtocolError(amqp) => matches!(
+                amqp.kind(),
+                AMQPErrorKind::Soft(
+                    AMQPSoftError::ACCESSREFUSED
+                        | AMQPSoftError::NOTFOUND
+                        | AMQPSoftError::PRECONDITIONFAILED
+                ) | AMQPErrorKind::Hard(AMQPHardError::NOTALLOWED)
+            ),
+            lapin::Error::InvalidProtocolVersion(_) => true,
+            _ => false,
+        };
+        let e = broker(what)(e);
+        if refused {
+            Ended::Refused(e)
+        } else {
+            Ended::Lost(e)
+        }
+    }
+}
+
+/// One connection's consumption, until it is lost or shutdown drains it.
+async fn session<H: Handler>(
+    consumer: &Arc<Consumer<H>>,
+    url: &str,
+    queue: &str,
+    options: &RabbitOptions,
+) -> Ended {
+    let setup = async {
+        let connection = Connection::connect(url, options.connection.clone())
+            .await
+            .map_err(ended("connect"))?;
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(ended("channel"))?;
+        let dead_letters: Arc<str> = Arc::from(
+            options
+                .dead_letter_queue
+                .clone()
+                .unwrap_or_else(|| format!("{queue}.dead")),
+        );
+        if options.declare_quorum_queue {
+            declare(&channel, queue, "quorum")
+                .await
+                .map_err(ended("declaring the queue"))?;
+        }
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(ended("confirm.select"))?;
+        declare(&channel, &dead_letters, "classic")
+            .await
+            .map_err(ended("declaring the dead-letter queue"))?;
+        channel
+            .basic_qos(options.prefetch.max(1), BasicQosOptions::default())
+            .await
+            .map_err(ended("basic.qos"))?;
+        let deliveries = channel
+            .basic_consume(
+                queue,
+                "",
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(ended("basic.consume"))?;
+        Ok((connection, channel, dead_letters, deliveries))
+    };
+    let (connection, channel, dead_letters, deliveries) = match setup.await {
+        Ok(set) => set,
+        Err(ended) => return ended,
+    };
+    tracing::info!(target: "idem", queue, "rabbitmq: consuming");
+    let tag = deliveries.tag();
     let mut deliveries = deliveries.ready_chunks(usize::from(options.prefetch.max(1)));
     let mut running = tokio::task::JoinSet::new();
-    while let Some(ready) = deliveries.next().await {
+    let shutdown = options.running.shutdown.clone();
+    loop {
+        let ready = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => {
+                // No more deliveries; those prefetched and not handed over
+                // are requeued when the connection closes.
+                let _ = channel.basic_cancel(tag.as_str(), BasicCancelOptions::default()).await;
+                options.running.drain_out(&mut running, "rabbitmq").await;
+                let _ = connection.close(200, "shutdown").await;
+                return Ended::Shutdown;
+            }
+            ready = deliveries.next() => ready,
+        };
+        let Some(ready) = ready else { break };
         let mut batch = Vec::with_capacity(ready.len());
         let mut failed = None;
         for delivery in ready {
@@ -264,40 +400,44 @@ pub async fn consume<H: Handler>(
                 }
             }
         }
-        spawn_batch(&mut running, &consumer, batch, "rabbitmq");
+        spawn_batch(&mut running, consumer, batch, "rabbitmq");
         if let Some(e) = failed {
+            // Handlers still running finish on their own (their settling
+            // fails with the channel; the broker requeues their messages).
             running.detach_all();
-            return Err(broker("delivery")(e));
+            return ended("delivery")(e);
         }
         while running.try_join_next().is_some() {}
     }
-    // Handlers still running finish on their own: dropping them would
-    // leave their outcome unknown.
     running.detach_all();
-    Err(BrokerError::new(
+    Ended::Lost(BrokerError::new(
         "rabbitmq consume",
         format!("the consumer of {queue} was cancelled or its channel closed"),
     ))
+}
+
+/// Declares `queue`, durable, of `kind` (`quorum` or `classic`), if it is
+/// not there.
+async fn declare(channel: &Channel, queue: &str, kind: &str) -> Result<(), lapin::Error> {
+    let mut arguments = FieldTable::default();
+    if kind == "quorum" {
+        arguments.insert("x-queue-type".into(), AMQPValue::LongString(kind.into()));
+    }
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel.queue_declare(queue, durable, arguments).await?;
+    Ok(())
 }
 
 /// Declares `queue` as a durable quorum queue (if it is not one already):
 /// a quorum queue counts each message's deliveries (`x-delivery-count`),
 /// which the poison cap ([`Consumer::max_deliveries`]) needs.
 pub async fn declare_quorum_queue(channel: &Channel, queue: &str) -> Result<(), BrokerError> {
-    let mut arguments = FieldTable::default();
-    arguments.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..QueueDeclareOptions::default()
-    };
-    channel
-        .queue_declare(queue, durable, arguments)
+    declare(channel, queue, "quorum")
         .await
-        .map_err(broker("declaring the queue"))?;
-    Ok(())
+        .map_err(broker("declaring the queue"))
 }
 
 /// Publishes `payload` (JSON) to `exchange` with `routing_key` from inside a

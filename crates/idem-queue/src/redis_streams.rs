@@ -29,13 +29,13 @@ use crate::consumer::Consumer;
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
+use crate::running::{supervise, Ended, Running};
 use crate::verdict::{Action, Verdict};
 
-/// How a stream is consumed.
+/// How a stream is consumed: `StreamOptions::default()` and its builder
+/// methods.
 #[derive(Clone, Debug)]
 pub struct StreamOptions {
-    /// The stream.
-    pub stream: String,
     /// The consumer group (created at the stream's start if missing).
     pub group: String,
     /// This consumer's name in the group (unique per process).
@@ -46,20 +46,68 @@ pub struct StreamOptions {
     pub batch: usize,
     /// Where dead letters go (`None`: `<stream>:dead`).
     pub dead_letter_stream: Option<String>,
+    /// Until when, draining how long, reconnecting how.
+    pub running: Running,
 }
 
-impl StreamOptions {
-    /// `stream` read by `consumer` in `group`: entries idle 30 s taken over,
-    /// 16 at once.
-    pub fn new(stream: &str, group: &str, consumer: &str) -> Self {
+impl Default for StreamOptions {
+    /// The group `idem`, this consumer `idem-<pid>`, entries idle 30 s
+    /// taken over, 16 at once, dead letters to `<stream>:dead`, until the
+    /// process ends.
+    fn default() -> Self {
         Self {
-            stream: stream.to_owned(),
-            group: group.to_owned(),
-            consumer: consumer.to_owned(),
+            group: "idem".to_owned(),
+            consumer: format!("idem-{}", std::process::id()),
             min_idle: Duration::from_secs(30),
             batch: 16,
             dead_letter_stream: None,
+            running: Running::default(),
         }
+    }
+}
+
+impl StreamOptions {
+    /// The consumer group.
+    #[must_use]
+    pub fn group(mut self, group: &str) -> Self {
+        group.clone_into(&mut self.group);
+        self
+    }
+
+    /// This consumer's name in the group (unique per process).
+    #[must_use]
+    pub fn consumer(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.consumer);
+        self
+    }
+
+    /// How long an entry stays pending before another consumer takes it
+    /// over.
+    #[must_use]
+    pub fn min_idle(mut self, min_idle: Duration) -> Self {
+        self.min_idle = min_idle;
+        self
+    }
+
+    /// Entries read (and handlers) at once.
+    #[must_use]
+    pub fn batch(mut self, batch: usize) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// Dead letters to `stream` instead of `<stream>:dead`.
+    #[must_use]
+    pub fn dead_letter_stream(mut self, stream: &str) -> Self {
+        self.dead_letter_stream = Some(stream.to_owned());
+        self
+    }
+
+    /// Until when, draining how long, reconnecting how.
+    #[must_use]
+    pub fn running(mut self, running: Running) -> Self {
+        self.running = running;
+        self
     }
 }
 
@@ -224,90 +272,171 @@ fn entries(list: &Value) -> Vec<(String, Fields)> {
         .collect()
 }
 
-/// Consumes the stream with `consumer` until the server cannot be read:
-/// first the entries pending longer than `min_idle` (taken over), then new
-/// ones, `batch` at a time, each batch run by
-/// [`Consumer::handle_batch`].
+/// Consumes `stream` on the Redis of `client` with `consumer`, in
+/// `options.group`, until `options.running`'s shutdown: first the entries
+/// pending longer than `min_idle` (taken over), then new ones, `batch` at a
+/// time, each batch run by [`Consumer::handle_batch`].
+///
+/// A lost connection (a Redis restart, a failover) is made again with the
+/// backoff, and logged; the entries it left pending are taken over after
+/// `min_idle`. On shutdown it stops reading, lets the running batch finish
+/// within the drain and returns `Ok`. It returns an error only when Redis
+/// refuses what connecting again cannot fix (credentials, a key of another
+/// type under the stream's name).
 pub async fn consume<H: Handler>(
     consumer: Arc<Consumer<H>>,
     client: redis::Client,
+    stream: &str,
     options: StreamOptions,
 ) -> Result<(), BrokerError> {
-    let mut reads = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(broker("connect"))?;
-    let settles = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(broker("connect"))?;
-    let created: redis::RedisResult<Value> = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(&options.stream)
-        .arg(&options.group)
-        .arg("0")
-        .arg("MKSTREAM")
-        .query_async(&mut reads)
-        .await;
-    if let Err(e) = created {
-        if e.code() != Some("BUSYGROUP") {
-            return Err(broker("XGROUP CREATE")(e));
+    supervise("redis stream", &options.running, || {
+        session(&consumer, &client, stream, &options)
+    })
+    .await
+}
+
+/// Wrong credentials, or a key of another type, end for good; anything
+/// else is connected again.
+fn ended(what: &'static str) -> impl FnOnce(redis::RedisError) -> Ended {
+    move |e| {
+        let refused = e.kind() == redis::ErrorKind::AuthenticationFailed
+            || matches!(e.code(), Some("WRONGTYPE" | "NOAUTH" | "WRONGPASS" | "NOPERM"));
+        let e = broker(what)(e);
+        if refused {
+            Ended::Refused(e)
+        } else {
+            Ended::Lost(e)
         }
     }
+}
+
+/// One connection's consumption, until it is lost or shutdown drains it.
+async fn session<H: Handler>(
+    consumer: &Arc<Consumer<H>>,
+    client: &redis::Client,
+    stream: &str,
+    options: &StreamOptions,
+) -> Ended {
+    let setup = async {
+        let mut reads = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(ended("connect"))?;
+        let settles = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(ended("connect"))?;
+        let created: redis::RedisResult<Value> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(stream)
+            .arg(&options.group)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(&mut reads)
+            .await;
+        if let Err(e) = created {
+            if e.code() != Some("BUSYGROUP") {
+                return Err(ended("XGROUP CREATE")(e));
+            }
+        }
+        Ok((reads, settles))
+    };
+    let (mut reads, settles) = match setup.await {
+        Ok(connections) => connections,
+        Err(ended) => return ended,
+    };
+    tracing::info!(target: "idem", stream, group = %options.group, "redis stream: consuming");
     let place = Arc::new(Place {
         connection: settles,
-        stream: options.stream.clone(),
+        stream: stream.to_owned(),
         group: options.group.clone(),
         consumer: options.consumer.clone(),
         min_idle: options.min_idle,
         dead_letters: options
             .dead_letter_stream
             .clone()
-            .unwrap_or_else(|| format!("{}:dead", options.stream)),
+            .unwrap_or_else(|| format!("{stream}:dead")),
     });
     let batch = options.batch.max(1);
+    let shutdown = &options.running.shutdown;
     loop {
-        let mut deliveries = take_over(&mut reads, &place, batch).await?;
+        let read = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return Ended::Shutdown,
+            read = read_batch(&mut reads, &place, batch) => read,
+        };
+        let deliveries = match read {
+            Ok(deliveries) => deliveries,
+            Err(e) => return Ended::Lost(e),
+        };
         if deliveries.is_empty() {
-            let read: Value = redis::cmd("XREADGROUP")
-                .arg("GROUP")
-                .arg(&options.group)
-                .arg(&options.consumer)
-                .arg("COUNT")
-                .arg(batch)
-                .arg("BLOCK")
-                .arg(100)
-                .arg("STREAMS")
-                .arg(&options.stream)
-                .arg(">")
-                .query_async(&mut reads)
-                .await
-                .map_err(broker("XREADGROUP"))?;
-            if let Value::Array(streams) = &read {
-                for s in streams {
-                    if let Value::Array(parts) = s {
-                        for (entry, fields) in parts.get(1).map(entries).unwrap_or_default() {
-                            deliveries.push(StreamDelivery {
-                                message: message_of(&fields, 1),
-                                entry,
-                                place: Arc::clone(&place),
-                            });
-                        }
-                    }
+            continue;
+        }
+        let handled = consumer.handle_batch(
+            deliveries,
+            BatchOptions {
+                parallelism: batch,
+                group_by: None,
+            },
+        );
+        // On shutdown, the batch gets the drain to finish; what is still
+        // running then stays pending, taken over after `min_idle`.
+        let drained = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(options.running.drain).await;
+        };
+        let report = tokio::select! {
+            report = handled => report,
+            () = drained => {
+                tracing::warn!(target: "idem", drain = ?options.running.drain, "shutdown: a batch still running past the drain is left; its entries stay pending");
+                return Ended::Shutdown;
+            }
+        };
+        for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
+            tracing::warn!(target: "idem", error = %failed, "redis stream: the verdict could not be told; the entry stays pending");
+        }
+    }
+}
+
+/// The next entries for this consumer: those pending past `min_idle`
+/// (taken over) first, else new ones (waiting up to 100 ms for them).
+async fn read_batch(
+    reads: &mut MultiplexedConnection,
+    place: &Arc<Place>,
+    batch: usize,
+) -> Result<Vec<StreamDelivery>, BrokerError> {
+    let mut deliveries = take_over(reads, place, batch).await?;
+    if !deliveries.is_empty() {
+        return Ok(deliveries);
+    }
+    let read: Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(&place.group)
+        .arg(&place.consumer)
+        .arg("COUNT")
+        .arg(batch)
+        .arg("BLOCK")
+        .arg(100)
+        .arg("STREAMS")
+        .arg(&place.stream)
+        .arg(">")
+        .query_async(reads)
+        .await
+        .map_err(broker("XREADGROUP"))?;
+    if let Value::Array(streams) = &read {
+        for s in streams {
+            if let Value::Array(parts) = s {
+                for (entry, fields) in parts.get(1).map(entries).unwrap_or_default() {
+                    deliveries.push(StreamDelivery {
+                        message: message_of(&fields, 1),
+                        entry,
+                        place: Arc::clone(place),
+                    });
                 }
             }
         }
-        if !deliveries.is_empty() {
-            let options = BatchOptions {
-                parallelism: batch,
-                group_by: None,
-            };
-            let report = consumer.handle_batch(deliveries, options).await;
-            for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
-                tracing::warn!(target: "idem", error = %failed, "redis stream: the verdict could not be told; the entry stays pending");
-            }
-        }
     }
+    Ok(deliveries)
 }
 
 /// Entries of the group pending longer than `min_idle`, claimed by this

@@ -1,0 +1,48 @@
+//! `shutdown_on_signals`: a shutdown token cancelled when the process is
+//! asked to stop, as orchestrators ask (SIGTERM) and as a terminal does
+//! (Ctrl-C, SIGINT).
+
+use tokio_util::sync::CancellationToken;
+
+/// A token cancelled on the first SIGTERM or SIGINT, for
+/// [`Running::until`](crate::Running::until) (and your HTTP server's
+/// graceful shutdown). A second signal ends the process at once (exit
+/// status 130), for an operator who will not wait for the drain. Must be
+/// called inside a Tokio runtime.
+pub fn shutdown_on_signals() -> CancellationToken {
+    let token = CancellationToken::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        let first = asked_to_stop().await;
+        tracing::info!(target: "idem", signal = first, "shutting down: no new work; running work finishes");
+        cancel.cancel();
+        let second = asked_to_stop().await;
+        tracing::warn!(target: "idem", signal = second, "asked again: exiting now");
+        std::process::exit(130);
+    });
+    token
+}
+
+/// Waits for SIGTERM or SIGINT; which came.
+async fn asked_to_stop() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+            },
+            Err(e) => {
+                tracing::warn!(target: "idem", error = %e, "cannot listen for SIGTERM; only Ctrl-C shuts down");
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}
