@@ -13,7 +13,6 @@ use std::time::Duration;
 use idem_examples::shipping::Settings;
 use idem_queue::async_nats::{self, jetstream, jetstream::stream};
 use idem_queue::nats::{consume, JetStreamOptions};
-use idem_queue::shutdown_on_signals;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -43,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = JetStreamOptions::default()
         .durable("shippers")
         .ack_wait(ack_wait)
-        .running(settings.running(shutdown_on_signals()));
+        .running(settings.running());
     println!("consuming {name}");
     consume(consumer, js, &name, options).await?;
     println!("stopped");

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use idem_examples::shipping::Settings;
 use idem_queue::rabbitmq::{consume, RabbitOptions};
-use idem_queue::shutdown_on_signals;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,7 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The queue is declared as a quorum queue, which counts deliveries
     // (`x-delivery-count`), so that a poison message is dead-lettered
     // after `MAX_DELIVERIES`.
-    let options = RabbitOptions::default().running(settings.running(shutdown_on_signals()));
+    let options = RabbitOptions::default().running(settings.running());
     println!("consuming {queue}");
     consume(consumer, &url, &queue, options).await?;
     println!("stopped");

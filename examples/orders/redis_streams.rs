@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use idem_examples::shipping::Settings;
 use idem_queue::redis_streams::{consume, StreamOptions};
-use idem_queue::shutdown_on_signals;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,9 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .group(&var("GROUP", "shippers".to_owned()))
         .consumer(&var("CONSUMER", format!("shipper-{}", std::process::id())))
         .min_idle(Duration::from_millis(min_idle))
-        .running(settings.running(shutdown_on_signals()));
+        .running(settings.running());
     let consumer = Arc::new(settings.consumer().await?);
-    let client = idem_queue::redis::Client::open(var("STREAM_REDIS_URL", settings.redis_url.clone()))?;
+    let client =
+        idem_queue::redis::Client::open(var("STREAM_REDIS_URL", settings.redis_url.clone()))?;
     println!("consuming {stream}");
     consume(consumer, client, &stream, options).await?;
     println!("stopped");

@@ -174,9 +174,15 @@ impl Settings {
         }
     }
 
-    /// How the consumer runs: until `shutdown`, draining and reconnecting
-    /// as set.
-    pub fn running(&self, shutdown: idem_queue::CancellationToken) -> idem_queue::Running {
+    /// How the consumer runs: until SIGTERM or Ctrl-C (printing `stopping`
+    /// when asked), draining and reconnecting as set.
+    pub fn running(&self) -> idem_queue::Running {
+        let shutdown = idem_queue::shutdown_on_signals();
+        let asked = shutdown.clone();
+        tokio::spawn(async move {
+            asked.cancelled().await;
+            println!("stopping");
+        });
         idem_queue::Running::default()
             .until(shutdown)
             .drain(self.drain)

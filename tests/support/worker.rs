@@ -129,6 +129,34 @@ impl Worker {
         );
     }
 
+    /// `SIGTERM`, as an orchestrator stops a process: it should stop
+    /// taking work, finish what runs, and exit.
+    pub fn terminate(&mut self) {
+        assert!(
+            self.signal("-TERM"),
+            "{} is running to be terminated",
+            self.name
+        );
+    }
+
+    /// Waits for the process to exit by itself, at most `limit`; its exit
+    /// status, or `None` if it was still running (then it is killed).
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                self.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// `SIGCONT` (nothing if it is gone).
     pub fn resume(&mut self) {
         self.signal("-CONT");

@@ -300,7 +300,10 @@ pub async fn consume<H: Handler>(
 fn ended(what: &'static str) -> impl FnOnce(redis::RedisError) -> Ended {
     move |e| {
         let refused = e.kind() == redis::ErrorKind::AuthenticationFailed
-            || matches!(e.code(), Some("WRONGTYPE" | "NOAUTH" | "WRONGPASS" | "NOPERM"));
+            || matches!(
+                e.code(),
+                Some("WRONGTYPE" | "NOAUTH" | "WRONGPASS" | "NOPERM")
+            );
         let e = broker(what)(e);
         if refused {
             Ended::Refused(e)

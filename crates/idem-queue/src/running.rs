@@ -117,7 +117,9 @@ where
             return Ok(());
         }
         let started = tokio::time::Instant::now();
-        match session().await {
+        // Boxed: a session's future (its stream, its running batches) is
+        // large, and the caller awaits this one.
+        match Box::pin(session()).await {
             Ended::Shutdown => {
                 tracing::info!(target: "idem", broker, "shutdown: stopped consuming");
                 return Ok(());
