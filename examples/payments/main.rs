@@ -46,7 +46,14 @@
 //! - `LEASE_MS`: how long a claim lives without renewal (default 10000): how
 //!   long a key stays blocked after its holder crashed;
 //! - `HEADER_TIMEOUT_MS`: how long a client has to send its request headers
-//!   before the connection is closed (default 10000).
+//!   before the connection is closed (default 10000);
+//! - `MAX_IN_FLIGHT`: at most this many debits run at once; one more is
+//!   answered 503 with `Retry-After`, before the store is asked (default:
+//!   no bound);
+//! - `DRAIN_MS`: on SIGTERM or Ctrl-C the server stops accepting, and the
+//!   debits running (those whose client hung up included) get this long to
+//!   finish and record before it exits (default 30000). A second signal
+//!   exits at once.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -79,17 +86,30 @@ async fn run() -> Result<(), String> {
     let debit_delay = millis("DEBIT_DELAY_MS", Duration::ZERO)?;
     let lease = millis("LEASE_MS", DEFAULT_LEASE)?;
     let header_timeout = millis("HEADER_TIMEOUT_MS", HEADER_READ_TIMEOUT)?;
+    let drain = millis("DRAIN_MS", Duration::from_secs(30))?;
+    let max_in_flight = match std::env::var("MAX_IN_FLIGHT") {
+        Ok(n) => Some(
+            n.parse::<usize>()
+                .map_err(|e| format!("MAX_IN_FLIGHT={n}: not a count ({e})"))?,
+        ),
+        Err(_) => None,
+    };
     let (store_name, engine, ledger) = from_env().await?;
+    let mut engine = engine.with_policy(Policy::default().lease(lease));
+    if let Some(n) = max_in_flight {
+        engine = engine.with_max_in_flight(n);
+    }
     let app = App {
-        engine: engine.with_policy(Policy::default().lease(lease)),
+        engine: engine.clone(),
         ledger,
         debit_delay,
         provider: std::env::var("PROVIDER_URL")
             .ok()
             .map(|url| ProviderClient::new(&url)),
     };
+    let shutdown = idem_core::shutdown_on_signals();
     if let Ok(metrics_addr) = std::env::var("METRICS_ADDR") {
-        serve_metrics(&metrics_addr, header_timeout).await?;
+        serve_metrics(&metrics_addr, header_timeout, shutdown.clone()).await?;
     }
     if let Ok(admin_addr) = std::env::var("ADMIN_ADDR") {
         let admin = tokio::net::TcpListener::bind(&admin_addr)
@@ -100,31 +120,74 @@ async fn run() -> Result<(), String> {
             admin,
             idem_axum::admin_router(app.engine.clone()),
             header_timeout,
+            shutdown.clone(),
+            drain,
         ));
     }
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    println!("payments: listening on http://{addr} (store: {store_name}, debit delay: {debit_delay:?}, lease: {lease:?}, header timeout: {header_timeout:?})");
-    serve(listener, router(app), header_timeout).await;
+    println!("payments: listening on http://{addr} (store: {store_name}, debit delay: {debit_delay:?}, lease: {lease:?}, header timeout: {header_timeout:?}, max in flight: {max_in_flight:?})");
+    let asked = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            println!("payments: stopping");
+            tokio::time::Instant::now()
+        })
+    };
+    serve(
+        listener,
+        router(app),
+        header_timeout,
+        shutdown.clone(),
+        drain,
+    )
+    .await;
+    // Debits whose client hung up run on; they record before the exit,
+    // within what is left of the drain.
+    let asked = asked.await.unwrap_or_else(|_| tokio::time::Instant::now());
+    let left = drain.saturating_sub(asked.elapsed());
+    if !engine.drained(left).await {
+        eprintln!(
+            "payments: {} debits still running past the drain; their keys answer 409 until their \
+             lease ends, then their retries run",
+            engine.in_flight()
+        );
+    }
+    println!("payments: stopped");
     Ok(())
 }
 
 #[cfg(feature = "metrics")]
-async fn serve_metrics(addr: &str, header_timeout: Duration) -> Result<(), String> {
+async fn serve_metrics(
+    addr: &str,
+    header_timeout: Duration,
+    shutdown: idem_core::CancellationToken,
+) -> Result<(), String> {
     let router = idem_examples::metrics::router()
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on METRICS_ADDR {addr}: {e}"))?;
     println!("payments: metrics on http://{addr}/metrics");
-    tokio::spawn(serve(listener, router, header_timeout));
+    tokio::spawn(serve(
+        listener,
+        router,
+        header_timeout,
+        shutdown,
+        Duration::from_secs(1),
+    ));
     Ok(())
 }
 
 #[cfg(not(feature = "metrics"))]
 #[allow(clippy::unused_async)] // the signature of the metrics build's
-async fn serve_metrics(_: &str, _: Duration) -> Result<(), String> {
+async fn serve_metrics(
+    _: &str,
+    _: Duration,
+    _: idem_core::CancellationToken,
+) -> Result<(), String> {
     Err(
         "METRICS_ADDR needs the metrics feature: cargo run --example payments --features metrics"
             .into(),

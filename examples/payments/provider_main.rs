@@ -36,6 +36,13 @@ async fn main() -> ExitCode {
         engine: Engine::new(MemoryStore::new()),
         charges: Charges::default(),
     };
-    serve(listener, provider_router(provider), HEADER_READ_TIMEOUT).await;
+    serve(
+        listener,
+        provider_router(provider),
+        HEADER_READ_TIMEOUT,
+        idem_core::shutdown_on_signals(),
+        std::time::Duration::from_secs(30),
+    )
+    .await;
     ExitCode::SUCCESS
 }

@@ -119,8 +119,16 @@ async fn until_a_record<F, E>(count: impl Fn() -> F)
 where
     F: std::future::Future<Output = Result<Option<i64>, E>>,
 {
+    until_records(1, count).await;
+}
+
+/// Polls `count` until the store holds `n` records or more.
+async fn until_records<F, E>(n: i64, count: impl Fn() -> F)
+where
+    F: std::future::Future<Output = Result<Option<i64>, E>>,
+{
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while count().await.ok().flatten().unwrap_or(0) == 0 {
+    while count().await.ok().flatten().unwrap_or(0) < n {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the debit never claimed its key"
@@ -345,12 +353,17 @@ async fn start_on_file(db: &std::path::Path, delay_ms: u64, lease_ms: Option<u64
 
 /// Waits until the file `db` holds a record: the debit holds its claim.
 async fn claimed_in_file(db: &std::path::Path) {
+    claims_in_file(db, 1).await;
+}
+
+/// Waits until the file `db` holds `n` records: `n` debits hold claims.
+async fn claims_in_file(db: &std::path::Path, n: i64) {
     let pool = sqlx::sqlite::SqlitePoolOptions::new()
         .max_connections(1)
         .connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(db))
         .await
         .expect("the example's file");
-    until_a_record(|| {
+    until_records(n, || {
         sqlx::query_scalar("SELECT count(*) FROM idem_records").fetch_optional(&pool)
     })
     .await;
@@ -435,4 +448,94 @@ async fn killed_mid_debit_then_restarted_on_sqlite_debits_once() {
         9_000,
         "0 double, 0 lost"
     );
+}
+
+/// A deploy stops the server (SIGTERM) in the middle of a debit: the debit
+/// is answered and recorded, the process exits by itself, and the retry on
+/// the restarted server gets the same receipt, debited once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payments_server_stopped_mid_debit_answers_it_and_exits_cleanly() {
+    let db = idem_tests::sqlite_path("payments-sigterm");
+    let mut first = start_on_file(&db, 1500, None).await;
+    let client = payments(&first.url);
+    let debit = tokio::spawn(async move { client.try_debit("jo", "stop-1", 1000).await });
+    claimed_in_file(&db).await;
+    signal(&first, "TERM");
+    let answered = debit
+        .await
+        .expect("the debit's task")
+        .expect("the running debit is answered, not cut off");
+    assert_eq!(answered.status(), StatusCode::CREATED);
+    let receipt = answered.bytes().await.expect("receipt");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = first.child.try_wait().expect("the process") {
+            break status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server exits by itself after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "a clean exit: {status:?}");
+    let second = start_on_file(&db, 0, None).await;
+    let retried = payments(&second.url).debit("jo", "stop-1", 1000).await;
+    assert_eq!(retried.status(), StatusCode::CREATED);
+    assert_eq!(retried.bytes().await.expect("receipt"), receipt, "replayed");
+    assert_eq!(
+        payments(&second.url).balance("jo").await,
+        9_000,
+        "one debit"
+    );
+}
+
+/// A server allowed two debits at once answers a third and a fourth 503
+/// with `Retry-After` at once, runs nothing for them, and runs them when
+/// retried: each account debited once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payments_server_at_its_limit_answers_503_and_runs_the_retry_once() {
+    let db = idem_tests::sqlite_path("payments-limit");
+    let store = [
+        ("PAYMENTS_DB", db.display().to_string()),
+        ("MAX_IN_FLIGHT", "2".to_owned()),
+    ];
+    let server = start_on(&store, 1000, None).await;
+    let running: Vec<_> = ["al", "bo"]
+        .into_iter()
+        .map(|account| {
+            let client = payments(&server.url);
+            tokio::spawn(async move { client.debit(account, "limit-1", 1000).await.status() })
+        })
+        .collect();
+    claims_in_file(&db, 2).await;
+    for account in ["cy", "di"] {
+        let refused = payments(&server.url).debit(account, "limit-1", 1000).await;
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            refused.headers().contains_key(header::RETRY_AFTER),
+            "{:?}",
+            refused.headers()
+        );
+        let body = refused.text().await.expect("problem");
+        assert!(body.contains("urn:idem:problem:overloaded"), "{body}");
+    }
+    for done in running {
+        assert_eq!(done.await.expect("debit"), StatusCode::CREATED);
+    }
+    for account in ["cy", "di"] {
+        let retried = payments(&server.url).debit(account, "limit-1", 1000).await;
+        assert_eq!(
+            retried.status(),
+            StatusCode::CREATED,
+            "run once room is back"
+        );
+    }
+    for account in ["al", "bo", "cy", "di"] {
+        assert_eq!(
+            payments(&server.url).balance(account).await,
+            9_000,
+            "{account}"
+        );
+    }
 }

@@ -344,6 +344,8 @@ async fn clients_that_stop_mid_headers_are_disconnected() {
         listener,
         app,
         Duration::from_millis(300),
+        idem_core::CancellationToken::new(),
+        Duration::from_secs(1),
     ));
     let mut slow = Vec::new();
     for _ in 0..100 {

@@ -35,6 +35,9 @@ pub enum Decision {
     /// The operation was dropped or panicked mid-way: its outcome is
     /// unknown, so its claim is kept until the lease ends.
     Abandoned,
+    /// The process ran as much claimed work as it may: refused before the
+    /// store was asked; nothing ran.
+    Overloaded,
     /// Step: the claim was granted.
     Acquired,
     /// Step: a duplicate waits for the holder (`OnInFlight::Wait`).
@@ -69,7 +72,7 @@ pub enum Decision {
 
 impl Decision {
     /// Every decision, outcomes first.
-    pub const ALL: [Decision; 26] = [
+    pub const ALL: [Decision; 27] = [
         Self::Executed,
         Self::Replayed,
         Self::InFlight,
@@ -81,6 +84,7 @@ impl Decision {
         Self::CompletedLate,
         Self::Kept,
         Self::Abandoned,
+        Self::Overloaded,
         Self::Acquired,
         Self::Waiting,
         Self::Detached,
@@ -112,6 +116,7 @@ impl Decision {
             Self::CompletedLate => "completed_late",
             Self::Kept => "kept",
             Self::Abandoned => "abandoned",
+            Self::Overloaded => "overloaded",
             Self::Acquired => "acquired",
             Self::Waiting => "waiting",
             Self::Detached => "detached",
@@ -146,6 +151,7 @@ impl Decision {
                 | Self::CompletedLate
                 | Self::Kept
                 | Self::Abandoned
+                | Self::Overloaded
         )
     }
 }
@@ -161,11 +167,11 @@ mod tests {
     use super::Decision;
 
     #[test]
-    fn every_decision_has_its_own_word_and_eleven_are_outcomes() {
+    fn every_decision_has_its_own_word_and_twelve_are_outcomes() {
         let words: std::collections::HashSet<&str> =
             Decision::ALL.iter().map(|d| d.as_str()).collect();
         assert_eq!(words.len(), Decision::ALL.len());
-        assert_eq!(Decision::ALL.iter().filter(|d| d.is_outcome()).count(), 11);
-        assert!(Decision::ALL[..11].iter().all(|d| d.is_outcome()));
+        assert_eq!(Decision::ALL.iter().filter(|d| d.is_outcome()).count(), 12);
+        assert!(Decision::ALL[..12].iter().all(|d| d.is_outcome()));
     }
 }

@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::failure::Failure;
 use crate::grant::Grant;
 use crate::held::Held;
+use crate::in_flight::{InFlight, OVERLOADED_RETRY_AFTER};
 use crate::observe;
 use crate::pending_begin::PendingBegin;
 use crate::policy::{OnInFlight, Policy, MIN_DURATION};
@@ -88,6 +89,8 @@ use crate::store::{Begin, Outcome, RecordInfo, RecordInfoState, Store};
 pub struct Engine {
     store: Arc<dyn Store>,
     policy: Policy,
+    /// The claimed work this engine (and its clones) runs, and its bound.
+    in_flight: Arc<InFlight>,
 }
 
 impl fmt::Debug for Engine {
@@ -109,7 +112,40 @@ impl Engine {
         Self {
             store: observe::timed(store),
             policy: Policy::default(),
+            in_flight: Arc::default(),
         }
+    }
+
+    /// Runs at most `limit` calls at once in this process (this engine and
+    /// its clones): a call past it is refused at once with
+    /// [`Error::Overloaded`] (HTTP 503 with `Retry-After`), before the store
+    /// is asked, instead of queueing without bound. A call counts from its
+    /// claim until its result is recorded, whether or not its caller is
+    /// still there; a duplicate waiting for its holder counts too.
+    #[must_use]
+    pub fn with_max_in_flight(mut self, limit: usize) -> Self {
+        self.in_flight = Arc::new(InFlight::bounded(Some(limit.max(1))));
+        self
+    }
+
+    /// The bound set with [`with_max_in_flight`](Self::with_max_in_flight).
+    pub fn max_in_flight(&self) -> Option<usize> {
+        self.in_flight.limit()
+    }
+
+    /// How many calls run now in this process under this engine and its
+    /// clones (claimed and not yet settled, their callers gone or not).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.count()
+    }
+
+    /// Waits until no call runs under this engine in this process, at most
+    /// `within`; whether none does. On shutdown, after the server stopped
+    /// taking requests: work whose caller went away is still running, and
+    /// a process that exits under it leaves its outcome unknown until its
+    /// lease ends.
+    pub async fn drained(&self, within: Duration) -> bool {
+        self.in_flight.drained(within).await
     }
 
     /// Replaces the policy.
@@ -275,6 +311,12 @@ impl Engine {
     }
 
     async fn acquire(&self, call: &Call) -> Result<Acquire, Error> {
+        let Some(entered) = self.in_flight.enter() else {
+            decision(call, Decision::Overloaded);
+            return Err(Error::Overloaded {
+                retry_after: OVERLOADED_RETRY_AFTER,
+            });
+        };
         let policy = call.overrides.apply(&self.policy);
         let (ttl, lease_len) = (policy.ttl_value(), policy.lease_value());
         let on_in_flight = policy.on_in_flight_value();
@@ -287,7 +329,7 @@ impl Engine {
             match (&mut pending).await {
                 Ok(Begin::Acquired(lease)) => {
                     tracing::debug!(target: "idem", scope = %call.scope, record = %call.id, token = lease.token.0, decision = Decision::Acquired.as_str());
-                    return Ok(Acquire::Granted(pending.granted(lease)));
+                    return Ok(Acquire::Granted(pending.granted(lease).counted(entered)));
                 }
                 Ok(Begin::Replay(outcome)) => {
                     decision(call, Decision::Replayed);

@@ -42,6 +42,14 @@ pub enum Error<E = Infallible> {
     InvalidKey(crate::KeyError),
     /// The operation's input could not be fingerprinted.
     Fingerprint(crate::FingerprintError),
+    /// This process runs as much claimed work as it was allowed
+    /// ([`Engine::with_max_in_flight`](crate::Engine::with_max_in_flight)):
+    /// nothing was asked of the store and nothing ran; retry after
+    /// `retry_after`.
+    Overloaded {
+        /// When to try again.
+        retry_after: Duration,
+    },
 }
 
 impl<E> Error<E> {
@@ -51,7 +59,7 @@ impl<E> Error<E> {
     /// ([`Error::Failed`]) is for the operation's own type to say.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::InFlight { .. } => true,
+            Error::InFlight { .. } | Error::Overloaded { .. } => true,
             Error::Store(e) => e.is_transient(),
             Error::Codec(e) => e.is_newer_format(),
             _ => false,
@@ -61,7 +69,9 @@ impl<E> Error<E> {
     /// How long to wait before retrying, when the error says.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Error::InFlight { retry_after } => Some(*retry_after),
+            Error::InFlight { retry_after } | Error::Overloaded { retry_after } => {
+                Some(*retry_after)
+            }
             _ => None,
         }
     }
@@ -80,6 +90,7 @@ impl Error<Infallible> {
             Error::Codec(e) => Error::Codec(e),
             Error::InvalidKey(e) => Error::InvalidKey(e),
             Error::Fingerprint(e) => Error::Fingerprint(e),
+            Error::Overloaded { retry_after } => Error::Overloaded { retry_after },
         }
     }
 }
@@ -119,6 +130,11 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::Codec(e) => e.fmt(f),
             Error::InvalidKey(e) => e.fmt(f),
             Error::Fingerprint(e) => e.fmt(f),
+            Error::Overloaded { retry_after } => write!(
+                f,
+                "this server runs as many requests as it may at once; nothing ran: retry in {} ms",
+                retry_after.as_millis()
+            ),
         }
     }
 }

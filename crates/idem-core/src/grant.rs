@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::in_flight::Entered;
 use crate::key::RecordId;
 use crate::store::{Lease, Outcome, Store, StoreError};
 
@@ -23,9 +24,17 @@ pub(crate) struct Grant {
     pub(crate) lease_len: Duration,
     /// How long the record is kept once completed.
     pub(crate) ttl: Duration,
+    /// Counted as the engine's work in flight until the last clone is gone.
+    pub(crate) entered: Option<Arc<Entered>>,
 }
 
 impl Grant {
+    /// The same claim, counted as `entered` work in flight.
+    pub(crate) fn counted(mut self, entered: Entered) -> Self {
+        self.entered = Some(Arc::new(entered));
+        self
+    }
+
     /// Records `outcome`. Transient store failures are retried a few times
     /// within the lease: losing a result that was produced costs a re-run
     /// later.

@@ -115,6 +115,7 @@ mod failure;
 mod fingerprint;
 mod grant;
 mod held;
+mod in_flight;
 mod key;
 pub mod machine;
 pub mod memory;
@@ -126,6 +127,7 @@ mod ran;
 mod result_codec;
 mod settle;
 mod settled;
+mod signals;
 mod store;
 mod store_error;
 mod store_future;
@@ -150,6 +152,8 @@ pub use observe::STORE_DURATION_BUCKETS;
 pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
 pub use ran::Ran;
 pub use result_codec::encode_result;
+pub use signals::shutdown_on_signals;
+pub use tokio_util::sync::CancellationToken;
 
 // An adapter author's: a claim taken in one place and run in another, and
 // an operation's outcome in bytes.

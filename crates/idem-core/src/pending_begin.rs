@@ -59,6 +59,7 @@ impl<'a> PendingBegin<'a> {
             lease,
             lease_len,
             ttl,
+            entered: None,
         }
     }
 }

@@ -110,6 +110,12 @@ impl Problem {
                  retry later with the same Idempotency-Key",
             )
             .retry_after(1),
+            Error::Overloaded { retry_after } => Problem::new(
+                ProblemKind::Overloaded,
+                "this server is running as many requests as it may at once, so the request was \
+                 not processed; retry after the Retry-After delay with the same Idempotency-Key",
+            )
+            .retry_after(retry_after.as_secs().max(1)),
             Error::LeaseLost => Problem::new(
                 ProblemKind::LeaseLost,
                 "the request took longer than its claim and another attempt took it over; retry \

@@ -32,6 +32,10 @@ pub enum ProblemKind {
     BodyUnreadable,
     /// 503: the idempotency store cannot be reached; nothing was processed.
     StoreUnavailable,
+    /// 503: the server runs as many requests as it may at once
+    /// (`Engine::with_max_in_flight`); nothing was processed, and a retry
+    /// after `Retry-After` may find room.
+    Overloaded,
     /// 409: the request's claim expired and was taken over before its
     /// response was recorded: its response was not recorded (and, under
     /// `idem_axum::commit_response`, its writes were rolled
@@ -70,7 +74,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind.
-    pub const ALL: [ProblemKind; 19] = [
+    pub const ALL: [ProblemKind; 20] = [
         ProblemKind::KeyMissing,
         ProblemKind::KeyMalformed,
         ProblemKind::InFlight,
@@ -79,6 +83,7 @@ impl ProblemKind {
         ProblemKind::RequestTooLarge,
         ProblemKind::BodyUnreadable,
         ProblemKind::StoreUnavailable,
+        ProblemKind::Overloaded,
         ProblemKind::LeaseLost,
         ProblemKind::CommitUncertain,
         ProblemKind::ReplayUnreadable,
@@ -110,6 +115,7 @@ impl ProblemKind {
             ProblemKind::RequestTooLarge => "request-too-large",
             ProblemKind::BodyUnreadable => "body-unreadable",
             ProblemKind::StoreUnavailable => "store-unavailable",
+            ProblemKind::Overloaded => "overloaded",
             ProblemKind::LeaseLost => "lease-lost",
             ProblemKind::CommitUncertain => "commit-uncertain",
             ProblemKind::ReplayUnreadable => "replay-unreadable",
@@ -139,6 +145,7 @@ impl ProblemKind {
             ProblemKind::KeyExpired => 412,
             ProblemKind::RequestTooLarge => 413,
             ProblemKind::StoreUnavailable
+            | ProblemKind::Overloaded
             | ProblemKind::CommitUncertain
             | ProblemKind::RecordFormatNewer => 503,
             ProblemKind::ReplayUnreadable
@@ -158,6 +165,7 @@ impl ProblemKind {
             ProblemKind::RequestTooLarge => "Request body is too large",
             ProblemKind::BodyUnreadable => "Request body could not be read",
             ProblemKind::StoreUnavailable => "Idempotency store is unavailable",
+            ProblemKind::Overloaded => "Server is at its limit of requests in flight",
             ProblemKind::LeaseLost => "Request's claim was lost before its response was recorded",
             ProblemKind::CommitUncertain => "Request's transaction may not have committed",
             ProblemKind::ReplayUnreadable => "Recorded response could not be read",

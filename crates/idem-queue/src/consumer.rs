@@ -227,12 +227,19 @@ impl<H: Handler> Consumer<H> {
                 })
                 .await;
             let left = self.hold.saturating_sub(held.elapsed());
-            if let Err(Error::Store(e)) = &ran {
-                if e.is_transient() && !left.is_zero() {
+            // Nothing ran: the store did not answer, or this process runs
+            // as much as it may (`Engine::with_max_in_flight`).
+            let refused = match &ran {
+                Err(Error::Store(e)) if e.is_transient() => Some(e.to_string()),
+                Err(e @ Error::Overloaded { .. }) => Some(e.to_string()),
+                _ => None,
+            };
+            if let Some(e) = refused {
+                if !left.is_zero() {
                     tries += 1;
                     let pause = self.backoff.after(tries).min(left);
                     if tries == 1 {
-                        tracing::warn!(target: "idem", operation = %self.operation, id = ?message.id, error = %e, "the store did not answer the claim; the delivery is held and claimed again while it is down");
+                        tracing::warn!(target: "idem", operation = %self.operation, id = ?message.id, error = %e, "the claim was refused for now; the delivery is held and claimed again");
                     }
                     tokio::time::sleep(pause).await;
                     // Nothing ran: the input is read again from the message.

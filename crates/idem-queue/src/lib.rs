@@ -54,7 +54,6 @@ mod message;
 #[cfg(feature = "nats")]
 mod permitted;
 mod running;
-mod signals;
 mod verdict;
 
 #[cfg(feature = "nats")]
@@ -69,11 +68,10 @@ pub use batch::{BatchOptions, BatchReport};
 pub use consumer::{Consumer, DEFAULT_HOLD_WHILE_STORE_DOWN, DEFAULT_MAX_DELIVERIES};
 pub use delivery::{BrokerError, Delivery};
 pub use handler::{handler_fn, Handler, HandlerFn};
+pub use idem_core::{shutdown_on_signals, CancellationToken};
 pub use key_source::KeySource;
 pub use message::Message;
 pub use running::{Running, DEFAULT_DRAIN};
-pub use signals::shutdown_on_signals;
-pub use tokio_util::sync::CancellationToken;
 pub use verdict::{Action, Outcome, Verdict};
 
 /// The AMQP client the RabbitMQ adapter is built on, re-exported so that

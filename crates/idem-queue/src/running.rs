@@ -50,7 +50,7 @@ impl Default for Running {
 
 impl Running {
     /// Stops when `shutdown` is cancelled (for SIGTERM and Ctrl-C:
-    /// [`shutdown_on_signals`](crate::shutdown_on_signals)).
+    /// [`shutdown_on_signals`](idem_core::shutdown_on_signals)).
     #[must_use]
     pub fn until(mut self, shutdown: CancellationToken) -> Self {
         self.shutdown = shutdown;

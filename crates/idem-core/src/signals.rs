@@ -4,9 +4,9 @@
 
 use tokio_util::sync::CancellationToken;
 
-/// A token cancelled on the first SIGTERM or SIGINT, for
-/// [`Running::until`](crate::Running::until) (and your HTTP server's
-/// graceful shutdown). A second signal ends the process at once (exit
+/// A token cancelled on the first SIGTERM or SIGINT: for your HTTP
+/// server's graceful shutdown (then [`Engine::drained`](crate::Engine::drained)),
+/// and for a queue consumer's `Running::until` (`idem-queue`). A second signal ends the process at once (exit
 /// status 130), for an operator who will not wait for the drain. Must be
 /// called inside a Tokio runtime.
 pub fn shutdown_on_signals() -> CancellationToken {
