@@ -42,6 +42,7 @@ impl ProblemError {
                 Some(
                     ProblemKind::InFlight
                         | ProblemKind::StoreUnavailable
+                        | ProblemKind::Overloaded
                         | ProblemKind::CommitUncertain
                 )
             )

@@ -58,7 +58,7 @@ impl Claimed {
     /// Hands the claim over to its holder: dropping it no longer releases.
     pub(crate) fn disarm(mut self) -> Grant {
         self.armed = false;
-        self.grant.clone()
+        self.grant.hand_over()
     }
 }
 
@@ -78,7 +78,7 @@ impl Drop for Claimed {
         }
         tracing::debug!(target: "idem", scope = %self.scope, record = %self.grant.id, token = self.grant.lease.token.0, decision = Decision::ReleasingUnusedClaim.as_str(), "a claim was dropped before anything ran under it; it is released");
         settle_later(
-            self.grant.clone(),
+            self.grant.hand_over(),
             Settle::Release,
             std::mem::take(&mut self.scope),
             Duration::ZERO,

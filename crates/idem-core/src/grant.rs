@@ -15,7 +15,6 @@ use crate::store::{Lease, Outcome, Store, StoreError};
 /// the store's answer to the claim's end: through [`Claimed`](crate::Claimed)
 /// when it is run somewhere else, into the engine's holder while the
 /// operation runs, into a background task when the claim is settled late.
-#[derive(Clone)]
 pub(crate) struct Grant {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) id: RecordId,
@@ -24,15 +23,38 @@ pub(crate) struct Grant {
     pub(crate) lease_len: Duration,
     /// How long the record is kept once completed.
     pub(crate) ttl: Duration,
-    /// Counted as the engine's work in flight until the last clone is gone.
-    pub(crate) entered: Option<Arc<Entered>>,
+    /// Counted as the engine's work in flight while this grant lives; a
+    /// clone is not counted ([`hand_over`](Self::hand_over) moves it).
+    pub(crate) entered: Option<Entered>,
+}
+
+impl Clone for Grant {
+    /// The same claim, not counted as work in flight (its holder is).
+    fn clone(&self) -> Self {
+        Self {
+            store: Arc::clone(&self.store),
+            id: self.id,
+            lease: self.lease,
+            lease_len: self.lease_len,
+            ttl: self.ttl,
+            entered: None,
+        }
+    }
 }
 
 impl Grant {
     /// The same claim, counted as `entered` work in flight.
     pub(crate) fn counted(mut self, entered: Entered) -> Self {
-        self.entered = Some(Arc::new(entered));
+        self.entered = Some(entered);
         self
+    }
+
+    /// The same claim for whoever settles it next (a background task), the
+    /// count of work in flight moved with it.
+    pub(crate) fn hand_over(&mut self) -> Self {
+        let mut next = self.clone();
+        next.entered = self.entered.take();
+        next
     }
 
     /// Records `outcome`. Transient store failures are retried a few times

@@ -194,7 +194,7 @@ impl<'a> Held<'a> {
 
     /// Gives up a claim under which nothing took effect; a store that does
     /// not answer now gets more tries in the background.
-    async fn release(&self) {
+    async fn release(&mut self) {
         let call = self.call;
         observe::decision(&call.operation, Decision::Released);
         match self.grant.release().await {
@@ -237,9 +237,9 @@ impl<'a> Held<'a> {
 
     /// Hands `settle` to a background task that keeps trying while the
     /// lease lasts.
-    fn settle_later(&self, settle: Settle, first_pause: Duration) {
+    fn settle_later(&mut self, settle: Settle, first_pause: Duration) {
         settle_later(
-            self.grant.clone(),
+            self.grant.hand_over(),
             settle,
             self.call.scope.clone(),
             first_pause,

@@ -27,16 +27,27 @@ pub fn shutdown_on_signals() -> CancellationToken {
 async fn asked_to_stop() -> &'static str {
     #[cfg(unix)]
     {
+        use std::task::Poll;
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-            },
-            Err(e) => {
-                tracing::warn!(target: "idem", error = %e, "cannot listen for SIGTERM; only Ctrl-C shuts down");
-                let _ = tokio::signal::ctrl_c().await;
-                "SIGINT"
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => {
+                std::future::poll_fn(|cx| {
+                    if term.poll_recv(cx).is_ready() {
+                        Poll::Ready("SIGTERM")
+                    } else if int.poll_recv(cx).is_ready() {
+                        Poll::Ready("SIGINT")
+                    } else {
+                        Poll::Pending
+                    }
+                })
+                .await
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(target: "idem", error = %e, "cannot listen for SIGTERM and SIGINT; no graceful shutdown");
+                std::future::pending().await
             }
         }
     }

@@ -54,6 +54,8 @@ mod message;
 #[cfg(feature = "nats")]
 mod permitted;
 mod running;
+#[cfg(feature = "redis-streams")]
+mod stream_entries;
 mod verdict;
 
 #[cfg(feature = "nats")]

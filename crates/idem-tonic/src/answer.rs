@@ -24,6 +24,7 @@ pub fn code(kind: ProblemKind) -> Code {
         ProblemKind::KeyReused | ProblemKind::KeyExpired => Code::FailedPrecondition,
         ProblemKind::RequestTooLarge => Code::ResourceExhausted,
         ProblemKind::StoreUnavailable
+        | ProblemKind::Overloaded
         | ProblemKind::CommitUncertain
         | ProblemKind::RecordFormatNewer => Code::Unavailable,
         ProblemKind::ReplayUnreadable
