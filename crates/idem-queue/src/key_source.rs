@@ -6,7 +6,13 @@ use crate::message::Message;
 /// give every logical message one key and keep it on every resend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeySource {
-    /// The broker's message id (AMQP `message-id`, JetStream `Nats-Msg-Id`).
+    /// The broker's message id (AMQP `message-id`, JetStream `Nats-Msg-Id`,
+    /// a Redis Stream entry's `id` field). On JetStream the server itself
+    /// drops a second publish with the same `Nats-Msg-Id` within the
+    /// stream's duplicate window, whatever its payload: a key reused with
+    /// another payload is then acknowledged to its producer and never
+    /// reaches the consumer, so idem cannot refuse it. Key JetStream
+    /// messages by a header or a field the broker does not consume.
     MessageId,
     /// A header.
     Header(String),
