@@ -33,9 +33,10 @@ pub async fn redis(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
         .await
         .map_err(|e| format!("REDIS_URL: {e}"))?;
     let store = redis_settings(store.with_prefix("payments:idem:"))?;
-    let ledger = RedisLedger::connect(url, &store, "payments:balance:")
-        .await
-        .map_err(|e| format!("REDIS_URL: cannot open the ledger: {:?}", e.kind()))?;
+    // Through the store's own connection, which reconnects after a Redis
+    // restart before it answers: a connection of the ledger's own failed
+    // its first read after one (503, "ledger unavailable").
+    let ledger = RedisLedger::on_store(&store, "payments:balance:");
     Ok((Engine::new(store), Arc::new(ledger)))
 }
 

@@ -325,6 +325,23 @@ return {1, balance}
 ";
 
 impl RedisLedger {
+    /// `account`'s balance, read once.
+    async fn read_balance(&self, account: &str) -> Result<u64, LedgerError> {
+        let found: Option<u64> = if let Some(connection) = &self.connection {
+            redis::AsyncCommands::get(&mut connection.clone(), self.key(account))
+                .await
+                .map_err(|e| unavailable(&e))?
+        } else {
+            let mut get = redis::cmd("GET");
+            get.arg(self.key(account));
+            self.store
+                .query(&get)
+                .await
+                .map_err(|e| LedgerError::Unavailable(format!("redis: {e}")))?
+        };
+        Ok(found.unwrap_or(OPENING_BALANCE))
+    }
+
     /// Connects to Redis at `url` (the server of `store`, the engine's
     /// store); balances live under `prefix` (`payments:balance:`, say).
     pub async fn connect(
@@ -438,19 +455,13 @@ fn parse_balance(read: Option<&[u8]>) -> Result<u64, LedgerError> {
 #[idem_core::async_trait]
 impl Ledger for RedisLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
-        let found: Option<u64> = if let Some(connection) = &self.connection {
-            redis::AsyncCommands::get(&mut connection.clone(), self.key(account))
-                .await
-                .map_err(|e| unavailable(&e))?
-        } else {
-            let mut get = redis::cmd("GET");
-            get.arg(self.key(account));
-            self.store
-                .query(&get)
-                .await
-                .map_err(|e| LedgerError::Unavailable(format!("redis: {e}")))?
-        };
-        Ok(found.unwrap_or(OPENING_BALANCE))
+        // A read, so asked again once when it fails: the first command on a
+        // connection Redis dropped (a restart) fails while the connection
+        // is made again.
+        match self.read_balance(account).await {
+            Err(LedgerError::Unavailable(_)) => self.read_balance(account).await,
+            read => read,
+        }
     }
 
     async fn debit(&self, account: &str, amount: u64) -> Result<u64, LedgerError> {

@@ -147,7 +147,7 @@ impl Broker for RabbitMq {
                 .properties
                 .headers()
                 .as_ref()
-                .and_then(|h| h.inner().get("x-idem-reason").cloned())
+                .and_then(|h| h.inner().get("idem-reason").cloned())
                 .and_then(|v| match v {
                     AMQPValue::LongString(s) => {
                         Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
@@ -302,7 +302,7 @@ impl Broker for JetStream {
                     payload: String::from_utf8_lossy(&m.payload).into_owned(),
                     reason: m
                         .headers
-                        .get("Idem-Reason")
+                        .get("idem-reason")
                         .map(|v| v.as_str().to_owned())
                         .unwrap_or_default(),
                 });
@@ -441,7 +441,7 @@ impl Broker for RedisStream {
                 let payload = lines.get(i + 1).copied().unwrap_or_default().to_owned();
                 let reason = lines[i..]
                     .iter()
-                    .position(|l| *l == "reason")
+                    .position(|l| *l == "idem-reason")
                     .and_then(|j| lines.get(i + j + 1))
                     .copied()
                     .unwrap_or_default()

@@ -539,3 +539,26 @@ async fn a_payments_server_at_its_limit_answers_503_and_runs_the_retry_once() {
         );
     }
 }
+
+/// Redis restarts under the payments service (a deploy of Redis, a crash
+/// and its supervisor): the first balance read after it is answered, and
+/// so is a retry of the debit before it, replayed from the record Redis
+/// kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_redis_restart_the_first_read_is_answered() {
+    let mut redis = idem_tests::PrivateRedis::start(true);
+    let server = start_on(&[("REDIS_URL", redis.url())], 0, None).await;
+    let client = payments(&server.url);
+    let debited = client.debit("ed", "restart-r", 1000).await;
+    assert_eq!(debited.status(), StatusCode::CREATED);
+    redis.kill();
+    redis.restart();
+    assert_eq!(
+        client.balance("ed").await,
+        9_000,
+        "the first read after the restart"
+    );
+    let retried = client.debit("ed", "restart-r", 1000).await;
+    assert_eq!(retried.status(), StatusCode::CREATED);
+    assert!(retried.headers().contains_key("idempotent-replayed"));
+}

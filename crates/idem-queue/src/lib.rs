@@ -47,6 +47,7 @@
 mod backoff;
 mod batch;
 mod consumer;
+mod dead_letter;
 mod delivery;
 mod handler;
 mod key_source;
@@ -68,6 +69,7 @@ pub mod redis_streams;
 pub use backoff::Backoff;
 pub use batch::{BatchOptions, BatchReport};
 pub use consumer::{Consumer, DEFAULT_HOLD_WHILE_STORE_DOWN, DEFAULT_MAX_DELIVERIES};
+pub use dead_letter::{DEAD_LETTER_REASON, DEAD_LETTER_SOURCE};
 pub use delivery::{BrokerError, Delivery};
 pub use handler::{handler_fn, Handler, HandlerFn};
 pub use idem_core::{shutdown_on_signals, CancellationToken};

@@ -8,7 +8,8 @@
 //!   handler runs, so the message is not redelivered at `ack_wait`.
 //! - **Dead-letter**: published to the dead-letter subject (`<subject
 //!   stream>.dead` unless set in [`JetStreamOptions`]; a stream must capture it)
-//!   with the reason in its `Idem-Reason` header, then `+TERM`.
+//!   with the reason in its `idem-reason` header ([`DEAD_LETTER_REASON`](crate::DEAD_LETTER_REASON)) and the
+//!   subject in `idem-source`, then `+TERM`.
 //! - **Deliveries**: the message's `num_delivered`.
 //!
 //! A consumer frozen past `ack_wait` acks late and JetStream accepts it
@@ -193,8 +194,14 @@ impl Delivery for JetStreamDelivery {
                 .map_err(broker("nak")),
             Action::DeadLetter { reason } => {
                 let mut headers = self.delivery.message.headers.clone().unwrap_or_default();
-                headers.insert("Idem-Reason", reason.replace(['\r', '\n'], " ").as_str());
-                headers.insert("Idem-Subject", self.delivery.message.subject.as_str());
+                headers.insert(
+                    crate::DEAD_LETTER_REASON,
+                    reason.replace(['\r', '\n'], " ").as_str(),
+                );
+                headers.insert(
+                    crate::DEAD_LETTER_SOURCE,
+                    self.delivery.message.subject.as_str(),
+                );
                 self.js
                     .publish_with_headers(
                         self.dead_letters.to_string(),

@@ -9,7 +9,8 @@
 //!   meanwhile, RabbitMQ requeues it as it does any unacknowledged message.
 //! - **Dead-letter**: the message is published (with publisher confirms) to
 //!   the dead-letter queue, `<queue>.dead` unless set otherwise, with the
-//!   reason in its `x-idem-reason` header, and acknowledged once confirmed.
+//!   reason in its `idem-reason` header ([`DEAD_LETTER_REASON`](crate::DEAD_LETTER_REASON)) and the
+//!   queue in `idem-source`, and acknowledged once confirmed.
 //! - **Deliveries**: a quorum queue's `x-delivery-count` (deliveries before
 //!   this one), so the poison cap counts; on a classic queue only the
 //!   `redelivered` flag is known (1 or 2). Use quorum queues.
@@ -223,11 +224,11 @@ impl Delivery for RabbitDelivery {
                     .clone()
                     .unwrap_or_default();
                 headers.insert(
-                    ShortString::from("x-idem-reason"),
+                    ShortString::from(crate::DEAD_LETTER_REASON),
                     AMQPValue::LongString(reason.as_str().into()),
                 );
                 headers.insert(
-                    ShortString::from("x-idem-queue"),
+                    ShortString::from(crate::DEAD_LETTER_SOURCE),
                     AMQPValue::LongString(self.delivery.routing_key.as_str().into()),
                 );
                 let properties = self.delivery.properties.clone().with_headers(headers);

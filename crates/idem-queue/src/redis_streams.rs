@@ -191,11 +191,11 @@ impl Delivery for StreamDelivery {
                     .arg("*")
                     .arg("payload")
                     .arg(self.message.payload.as_ref())
-                    .arg("reason")
+                    .arg(crate::DEAD_LETTER_REASON)
                     .arg(reason)
-                    .arg("stream")
+                    .arg(crate::DEAD_LETTER_SOURCE)
                     .arg(&p.stream)
-                    .arg("entry")
+                    .arg("idem-entry")
                     .arg(&self.entry);
                 if let Some(id) = &self.message.id {
                     add.arg("id").arg(id);
