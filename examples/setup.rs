@@ -92,23 +92,34 @@ fn redis_settings(store: RedisStore) -> Result<RedisStore, String> {
 /// waiters poll.
 pub async fn postgres(url: &str) -> Result<(Engine, Arc<dyn Ledger>), String> {
     let schema = std::env::var("PG_SCHEMA").unwrap_or_else(|_| "payments".into());
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(16)
-        .acquire_timeout(Duration::from_secs(2))
-        .connect(url)
-        .await
-        .map_err(|e| format!("DATABASE_URL: cannot connect: {e}"))?;
-    let mut store = PgStore::new(pool)
-        .with_schema(&schema)
-        .map_err(|e| format!("PG_SCHEMA: {e}"))?;
-    match std::env::var("DATABASE_POOLER").as_deref() {
-        Err(_) | Ok("" | "none") => {}
-        Ok("transaction") => store = store.behind_transaction_pooler(),
+    let pooler = match std::env::var("DATABASE_POOLER").as_deref() {
+        Err(_) | Ok("" | "none") => false,
+        Ok("transaction") => true,
         Ok(other) => {
             return Err(format!(
                 "DATABASE_POOLER is `{other}`: set `transaction` for a pooler in transaction mode, or leave it unset"
             ))
         }
+    };
+    let mut options = url
+        .parse::<sqlx::postgres::PgConnectOptions>()
+        .map_err(|e| format!("DATABASE_URL: {e}"))?;
+    if pooler {
+        // A stock PgBouncer refuses the `extra_float_digits` startup
+        // parameter sqlx sends by default; nothing here reads floats.
+        options = options.extra_float_digits(None);
+    }
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_with(options)
+        .await
+        .map_err(|e| format!("DATABASE_URL: cannot connect: {e}"))?;
+    let mut store = PgStore::new(pool)
+        .with_schema(&schema)
+        .map_err(|e| format!("PG_SCHEMA: {e}"))?;
+    if pooler {
+        store = store.behind_transaction_pooler();
     }
     if let Ok(listen) = std::env::var("DATABASE_LISTEN_URL") {
         let options = listen

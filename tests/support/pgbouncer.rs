@@ -56,6 +56,16 @@ pub struct PrivatePgBouncer {
 impl PrivatePgBouncer {
     /// Starts it and waits until it accepts connections.
     pub fn start() -> Self {
+        Self::start_with("ignore_startup_parameters = extra_float_digits,options\n")
+    }
+
+    /// Started with a stock `pgbouncer.ini`: it refuses the startup
+    /// parameters it does not know (sqlx's `extra_float_digits`).
+    pub fn start_stock() -> Self {
+        Self::start_with("")
+    }
+
+    fn start_with(extra: &str) -> Self {
         let port = crate::ports::free_port();
         let dir =
             std::env::temp_dir().join(format!("idem-pgbouncer-{}-{port}", std::process::id()));
@@ -72,7 +82,7 @@ impl PrivatePgBouncer {
              pool_mode = transaction\n\
              max_client_conn = 200\n\
              default_pool_size = 10\n\
-             ignore_startup_parameters = extra_float_digits,options\n",
+             {extra}",
             users = dir.join("users.txt").display()
         );
         std::fs::write(dir.join("pgbouncer.ini"), ini).expect("pgbouncer.ini");

@@ -562,3 +562,26 @@ async fn after_a_redis_restart_the_first_read_is_answered() {
     assert_eq!(retried.status(), StatusCode::CREATED);
     assert!(retried.headers().contains_key("idempotent-replayed"));
 }
+
+/// The payments example behind a stock PgBouncer in transaction mode (no
+/// `ignore_startup_parameters`), as the topologies page sets it up: it
+/// starts, debits once, and replays the retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_stock_pgbouncer_the_example_starts_and_debits_once() {
+    let bouncer = idem_tests::PrivatePgBouncer::start_stock();
+    let store = [
+        ("DATABASE_URL", bouncer.url()),
+        ("DATABASE_POOLER", "transaction".to_owned()),
+        ("DATABASE_LISTEN_URL", database_url()),
+        ("PG_SCHEMA", unique_schema()),
+    ];
+    let server = start_on(&store, 0, None).await;
+    let client = payments(&server.url);
+    let debited = client.debit("flo", "bouncer-1", 1000).await;
+    assert_eq!(debited.status(), StatusCode::CREATED);
+    let receipt = debited.bytes().await.expect("receipt");
+    let retried = client.debit("flo", "bouncer-1", 1000).await;
+    assert_eq!(retried.status(), StatusCode::CREATED);
+    assert_eq!(retried.bytes().await.expect("receipt"), receipt, "replayed");
+    assert_eq!(client.balance("flo").await, 9_000, "one debit");
+}
