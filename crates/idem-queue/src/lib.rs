@@ -46,6 +46,7 @@
 
 mod backoff;
 mod batch;
+mod commit;
 mod consumer;
 mod dead_letter;
 mod delivery;
@@ -68,6 +69,7 @@ pub mod redis_streams;
 
 pub use backoff::Backoff;
 pub use batch::{BatchOptions, BatchReport};
+pub use commit::commit_with_record;
 pub use consumer::{Consumer, DEFAULT_HOLD_WHILE_STORE_DOWN, DEFAULT_MAX_DELIVERIES};
 pub use dead_letter::{DEAD_LETTER_REASON, DEAD_LETTER_SOURCE};
 pub use delivery::{BrokerError, Delivery};
