@@ -32,6 +32,7 @@ pub mod sentinel;
 mod server;
 mod serving;
 mod sqlite;
+mod told;
 mod unique;
 mod worker;
 
@@ -55,5 +56,6 @@ pub use redis::{
 pub use server::Server;
 pub use serving::{serve, serve_actix};
 pub use sqlite::{sqlite_path, sqlite_store};
+pub use told::Told;
 pub use unique::unique_prefix;
 pub use worker::{example_binary, Worker};

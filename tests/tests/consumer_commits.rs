@@ -10,31 +10,11 @@ use std::time::Duration;
 
 use idem_core::{Claim, CommitError, Engine, Failure};
 use idem_queue::{
-    commit_with_record, handler_fn, Action, BrokerError, Consumer, Delivery, Handler, KeySource,
-    Message, Outcome, Verdict,
+    commit_with_record, handler_fn, Action, Consumer, Handler, KeySource, Message, Outcome, Verdict,
 };
+use idem_tests::Told;
 use serde::{Deserialize, Serialize};
 use sqlx::AssertSqlSafe;
-
-/// A delivery that keeps the verdict it was told.
-struct Told {
-    message: Message,
-    told: Arc<Mutex<Vec<Verdict>>>,
-}
-
-impl Delivery for Told {
-    fn message(&self) -> &Message {
-        &self.message
-    }
-
-    async fn settle(self, verdict: &Verdict) -> Result<(), BrokerError> {
-        self.told
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(verdict.clone());
-        Ok(())
-    }
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Order {

@@ -8,31 +8,11 @@ use std::time::Duration;
 
 use idem_core::{Claim, Engine, Failure, MemoryStore, Policy};
 use idem_queue::{
-    handler_fn, Action, Backoff, BatchOptions, BrokerError, Consumer, Delivery, Handler, KeySource,
-    Message, Outcome, Verdict,
+    handler_fn, Action, Backoff, BatchOptions, Consumer, Handler, KeySource, Message, Outcome,
+    Verdict,
 };
-use idem_tests::DownStore;
+use idem_tests::{DownStore, Told};
 use serde::{Deserialize, Serialize};
-
-/// A delivery that keeps the action it was told.
-struct Told {
-    message: Message,
-    told: Arc<Mutex<Vec<Action>>>,
-}
-
-impl Delivery for Told {
-    fn message(&self) -> &Message {
-        &self.message
-    }
-
-    async fn settle(self, verdict: &Verdict) -> Result<(), BrokerError> {
-        self.told
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(verdict.action.clone());
-        Ok(())
-    }
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Order {
@@ -94,7 +74,9 @@ async fn tell<H: Handler>(consumer: &Consumer<H>, message: Message) -> (Verdict,
         })
         .await
         .expect("told");
-    let action = told.lock().unwrap_or_else(PoisonError::into_inner)[0].clone();
+    let action = told.lock().unwrap_or_else(PoisonError::into_inner)[0]
+        .action
+        .clone();
     assert_eq!(
         action, verdict.action,
         "the broker is told the verdict's action"
