@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A build from nothing takes about 5 GB (8 with incremental caches; CI
+# builds without): warn at once rather than leave a full disk to the linker.
+free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
+if [ "${free_kb:-0}" -lt $((5 * 1024 * 1024)) ]; then
+    echo "test.sh: warning: only $((free_kb / 1024)) MB free here; a build from nothing needs about 5 GB" >&2
+fi
+
 scripts/services.sh
 
 echo "==> cargo fmt --all --check"
@@ -41,5 +48,6 @@ echo "==> cargo package: every crate builds from what it would publish"
 rm -rf target/package "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/idem-* \
     target/debug/.fingerprint/idem-* target/debug/deps/libidem_* target/debug/deps/idem_*
 cargo package --workspace --allow-dirty --exclude idem-examples --exclude idem-tests
+rm -rf target/package
 
 echo "==> all green"

@@ -29,6 +29,10 @@ pub struct OrderPlaced {
     pub sku: String,
     /// How many.
     pub qty: u32,
+    /// When the shop sent the message: a resend carries a new one, and is
+    /// still the same order (left out of the fingerprint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<String>,
 }
 
 /// The handler's result, recorded and replayed.
@@ -193,7 +197,8 @@ impl Settings {
     }
 
     /// The consumer: the engine on Redis (keys under the prefix), the
-    /// handler, keyed by the payload's `order_id`.
+    /// handler, keyed by the payload's `order_id`; `sent_at` does not make
+    /// a resent order another order.
     pub async fn consumer(
         &self,
     ) -> Result<idem_queue::Consumer<impl idem_queue::Handler>, Box<dyn std::error::Error>> {
@@ -209,6 +214,7 @@ impl Settings {
         });
         Ok(idem_queue::Consumer::new(engine, "ship-order", handler)
             .key(idem_queue::KeySource::Field("/order_id".into()))
+            .ignore_fields(idem_core::IgnoredFields::new(["/sent_at"])?)
             .max_deliveries(self.max_deliveries))
     }
 }

@@ -9,7 +9,7 @@ use actix_web::web::{self, Bytes, Data};
 use actix_web::{App, HttpResponse};
 use http_semantics::{echo_body, Runs, SLOW};
 use idem_actix::{Idempotency, RecordPolicy};
-use idem_core::{Engine, Scope};
+use idem_core::{Engine, IgnoredFields, Scope};
 use idem_tests::serve_actix;
 
 async fn echo(runs: Data<Runs>, body: Bytes) -> HttpResponse {
@@ -48,6 +48,7 @@ fn start(
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>> {
     let idempotency = Idempotency::new(engine)
         .max_request_body(1024)
+        .ignore_body_fields(IgnoredFields::new(["/sent_at"]).expect("pointer"))
         .max_response_body(4096)
         .record(record)
         .scope(|req| {

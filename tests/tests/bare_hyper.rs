@@ -18,7 +18,7 @@ use http_body_util::{BodyExt as _, Full};
 use http_semantics::{echo_body, echo_headers, Runs, SLOW};
 use hyper::body::Incoming;
 use idem_axum::RecordPolicy;
-use idem_core::{Engine, Scope};
+use idem_core::{Engine, IgnoredFields, Scope};
 use idem_http::{
     key_decision, read_call, AnswerBody, BoxError, Framework, KeyDecision, Problem,
     RecordedResponse, RequestLine, Settings, Unreadable,
@@ -179,7 +179,9 @@ async fn serve_one(
             .get(header::CONTENT_LENGTH)
             .map(HeaderValue::as_bytes),
     };
-    let (call, bytes) = match read_call(line, scope, key, body, settings.max_request_body).await {
+    let sent_at = IgnoredFields::new(["/sent_at"]).expect("pointer");
+    let limit = settings.max_request_body;
+    let (call, bytes) = match read_call(line, scope, key, body, limit, &sent_at).await {
         Ok(read) => read,
         Err(problem) => return bare.problem(&problem),
     };

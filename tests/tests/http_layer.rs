@@ -11,7 +11,7 @@ use axum::routing::post;
 use axum::Router;
 use http_semantics::{echo_body, echo_headers, Runs, SLOW};
 use idem_axum::{IdempotencyLayer, RecordPolicy};
-use idem_core::{Engine, Scope};
+use idem_core::{Engine, IgnoredFields, Scope};
 use idem_tests::serve;
 
 async fn echo(State(runs): State<Runs>, body: Bytes) -> Response {
@@ -54,6 +54,7 @@ fn start(
         .layer(
             IdempotencyLayer::new(engine)
                 .max_request_body(1024)
+                .ignore_body_fields(IgnoredFields::new(["/sent_at"]).expect("pointer"))
                 .max_response_body(4096)
                 .record(record)
                 .scope(|parts| {

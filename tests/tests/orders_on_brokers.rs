@@ -46,8 +46,9 @@ async fn until<F: AsyncFnMut() -> bool>(what: &str, mut ok: F) {
     }
 }
 
-/// The same order published three times ships once; the same order id
-/// with another payload is dead-lettered, never run.
+/// The same order published three times ships once, and once more resent
+/// by the shop with a new `sent_at` it is still answered from the record;
+/// the same order id with another payload is dead-lettered, never run.
 async fn duplicates_ship_once_and_a_reused_id_is_dead_lettered<B: Broker>(broker: B) {
     let prefix = unique_prefix("orders-dup");
     let worker = Worker::start(B::EXAMPLE, &env(&broker, &prefix, &[]));
@@ -58,6 +59,17 @@ async fn duplicates_ship_once_and_a_reused_id_is_dead_lettered<B: Broker>(broker
         shipments(&prefix, "o-1").await == 1 && broker.outstanding().await == 0
     })
     .await;
+    let resent = r#"{"order_id":"o-1","sku":"tea","qty":1,"sent_at":"2026-12-05T10:05:00Z"}"#;
+    broker.publish(resent).await;
+    until("the resent order settled", async || {
+        broker.outstanding().await == 0
+    })
+    .await;
+    assert!(
+        broker.dead_letters().await.is_empty(),
+        "a resend with a new sent_at is not a reused key"
+    );
+    assert_eq!(shipments(&prefix, "o-1").await, 1);
     broker.publish(&order("o-1", "coffee")).await;
     until("the reused id dead-lettered", async || {
         broker.dead_letters().await.len() == 1 && broker.outstanding().await == 0

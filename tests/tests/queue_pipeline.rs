@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use idem_core::{Claim, Engine, Failure, MemoryStore, Policy};
+use idem_core::{Claim, Engine, Failure, IgnoredFields, MemoryStore, Policy};
 use idem_queue::{
     handler_fn, Action, Backoff, BatchOptions, Consumer, Handler, KeySource, Message, Outcome,
     Verdict,
@@ -124,6 +124,29 @@ async fn an_order_id_reused_for_another_order_is_dead_lettered_and_never_run() {
     let (reused, action) = tell(&consumer, order("o-1", "coffee")).await;
     assert_eq!(reused.outcome, Outcome::KeyReused);
     assert!(matches!(action, Action::DeadLetter { reason } if reason.contains("another payload")));
+    assert_eq!(shipped.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_order_resent_with_a_new_sent_at_is_answered_from_its_record_not_dead_lettered() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let sent_at = IgnoredFields::new(["/sent_at"]).expect("pointer");
+    let consumer =
+        shipper(Engine::new(MemoryStore::new()), Arc::clone(&shipped)).ignore_fields(sent_at);
+    let stamped = |at: &str| {
+        Message::new(format!(
+            r#"{{"order_id":"o-1","sku":"tea","sent_at":"{at}"}}"#
+        ))
+    };
+    tell(&consumer, stamped("10:00")).await;
+    let (resent, action) = tell(&consumer, stamped("10:05")).await;
+    assert_eq!((resent.outcome, action), (Outcome::Replayed, Action::Ack));
+    let (reused, _) = tell(&consumer, order("o-1", "coffee")).await;
+    assert_eq!(
+        reused.outcome,
+        Outcome::KeyReused,
+        "other fields still count"
+    );
     assert_eq!(shipped.load(Ordering::SeqCst), 1);
 }
 

@@ -11,7 +11,7 @@ use actix_web::web::Data;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
-use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey};
+use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey, IgnoredFields};
 use idem_http::{
     add_body, is_json, key_from_values, request_fingerprint, Problem, Settings, IDEMPOTENCY_KEY,
 };
@@ -279,7 +279,7 @@ impl HandlerRequest {
                 .get(CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok()),
         );
-        add_body(&mut fp, "body", json, &self.body);
+        add_body(&mut fp, "body", json, &self.body, &IgnoredFields::NONE);
         fp
     }
 

@@ -106,6 +106,12 @@ impl Idempotency {
         Self(self.0.max_request_body(bytes))
     }
 
+    /// See [`idem_http::Idempotency::ignore_body_fields`].
+    #[must_use]
+    pub fn ignore_body_fields(self, fields: idem_core::IgnoredFields) -> Self {
+        Self(self.0.ignore_body_fields(fields))
+    }
+
     /// See [`idem_http::Idempotency::max_response_body`].
     #[must_use]
     pub fn max_response_body(self, bytes: usize) -> Self {

@@ -99,6 +99,7 @@ where
         key,
         payload_body(payload),
         config.max_request_body,
+        &config.ignored_fields,
     )
     .await;
     let (call, bytes) = match read {

@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Form, Json};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri};
-use idem_core::{FingerprintBuilder, FingerprintError};
+use idem_core::{FingerprintBuilder, FingerprintError, IgnoredFields};
 use serde::Serialize;
 
 use crate::handler::HandlerRequest;
@@ -325,7 +325,7 @@ impl BodyTag {
         label: &str,
     ) -> Added<T> {
         let (bytes, rest) = value.take(request.max_request_body()).await?;
-        add_body(fp, label, request.is_json(), &bytes);
+        add_body(fp, label, request.is_json(), &bytes, &IgnoredFields::NONE);
         Ok(T::rebuild(bytes, rest))
     }
 }

@@ -97,7 +97,16 @@ where
             .get(header::CONTENT_LENGTH)
             .map(HeaderValue::as_bytes),
     };
-    let (call, bytes) = match read_call(line, scope, key, body, config.max_request_body).await {
+    let (call, bytes) = match read_call(
+        line,
+        scope,
+        key,
+        body,
+        config.max_request_body,
+        &config.ignored_fields,
+    )
+    .await
+    {
         Ok(read) => read,
         Err(problem) => return Problem::from(problem).into_response(),
     };

@@ -8,6 +8,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::canonical;
 use crate::digest::{put_field, Digest, DigestKind};
+use crate::ignored_fields::IgnoredFields;
 
 /// A SHA-256 digest of an operation's name and input.
 ///
@@ -58,6 +59,16 @@ impl Digest<FingerprintKind> {
         Ok(b.finish())
     }
 
+    /// The fingerprint of `operation` applied to a JSON `input`, with the
+    /// fields `ignored` names left out: a retry that changed only those is
+    /// the same request. With no field ignored, the same digest as
+    /// [`of`](Self::of) gives the same value.
+    pub fn of_without(operation: &str, input: &Value, ignored: &IgnoredFields) -> Self {
+        let mut b = Self::builder(operation);
+        b.json_without("input", input, ignored);
+        b.finish()
+    }
+
     /// Starts a fingerprint of `operation` built from named parts (method,
     /// route, parameters, body...). Parts are hashed in the order given.
     pub fn builder(operation: &str) -> FingerprintBuilder {
@@ -95,6 +106,22 @@ impl FingerprintBuilder {
         put_field(&mut self.h, name.as_bytes());
         canonical::write_value(&mut self.h, value);
         self
+    }
+
+    /// Adds a part given as a JSON value with the fields `ignored` names
+    /// left out, hashed canonically; the value itself is left as it is.
+    pub fn json_without(
+        &mut self,
+        name: &str,
+        value: &Value,
+        ignored: &IgnoredFields,
+    ) -> &mut Self {
+        if ignored.is_empty() {
+            return self.json(name, value);
+        }
+        let mut kept = value.clone();
+        ignored.remove_from(&mut kept);
+        self.json(name, &kept)
     }
 
     /// Adds a part given as any serializable value, hashed canonically.
@@ -152,6 +179,25 @@ mod tests {
         let pinned = "e8b3ea40bbb1fd87a6fa713bfaa00286c7e80d4a1de8864584b7baced4fcad2f";
         assert_eq!(typed.to_hex(), pinned);
         assert_eq!(json.to_hex(), pinned);
+    }
+
+    /// A fingerprint with no field left out is the one recorded before
+    /// fields could be: an upgrade does not turn retries into reused keys.
+    #[test]
+    fn leaving_out_no_field_is_the_fingerprint_of_the_whole_input() {
+        let input = json!({"order": 42, "sent_at": "10:00"});
+        let whole = Fingerprint::of("ship", &input).expect("fingerprint");
+        assert_eq!(
+            Fingerprint::of_without("ship", &input, &IgnoredFields::NONE),
+            whole
+        );
+        let ignored = IgnoredFields::new(["/sent_at"]).expect("pointer");
+        let without = Fingerprint::of_without("ship", &input, &ignored);
+        assert_ne!(without, whole);
+        assert_eq!(
+            without,
+            Fingerprint::of("ship", &json!({"order": 42})).expect("fingerprint")
+        );
     }
 
     #[test]

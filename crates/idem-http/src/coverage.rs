@@ -6,9 +6,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::HeaderName;
+use idem_core::IgnoredFields;
 
 use crate::adapter::Adapter;
-use crate::covered_request::{decide_key, KeyDecision};
+use crate::key_decision::{decide_key, KeyDecision};
 use crate::record_policy::RecordPolicy;
 use crate::settings::Settings;
 
@@ -25,6 +26,8 @@ pub struct Coverage<A: Adapter> {
     pub scope: Arc<A::ScopeFn>,
     /// The largest request body accepted, in bytes.
     pub max_request_body: usize,
+    /// The fields of a JSON body that the fingerprint leaves out.
+    pub ignored_fields: IgnoredFields,
     /// The largest response body recorded, in bytes.
     pub max_response_body: usize,
     /// Which answers are recorded.
@@ -39,6 +42,7 @@ impl<A: Adapter> Clone for Coverage<A> {
             key_required: self.key_required,
             scope: Arc::clone(&self.scope),
             max_request_body: self.max_request_body,
+            ignored_fields: self.ignored_fields.clone(),
             max_response_body: self.max_response_body,
             record: self.record,
         }
@@ -82,6 +86,7 @@ impl<A: Adapter> fmt::Debug for Coverage<A> {
             .field("key_header", &self.key_header)
             .field("key_required", &self.key_required)
             .field("max_request_body", &self.max_request_body)
+            .field("ignored_fields", &self.ignored_fields)
             .field("max_response_body", &self.max_response_body)
             .field("record", &self.record)
             .finish_non_exhaustive()

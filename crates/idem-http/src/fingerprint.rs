@@ -1,6 +1,6 @@
 //! The fingerprint of an HTTP request: method, route, path, query and body.
 
-use idem_core::FingerprintBuilder;
+use idem_core::{FingerprintBuilder, IgnoredFields};
 
 /// Starts the fingerprint of an HTTP request: method, route, path and query.
 /// Query parameters are sorted by name (repeated names keep their order), so
@@ -31,13 +31,20 @@ pub fn request_fingerprint(
 }
 
 /// Adds a request body under `label`: parsed if the request is JSON (so that
-/// key order and whitespace do not matter) and it parses, else byte for byte.
-pub fn add_body(fp: &mut FingerprintBuilder, label: &str, json: bool, bytes: &[u8]) {
+/// key order and whitespace do not matter) and it parses, with the fields
+/// `ignored` names left out; else byte for byte.
+pub fn add_body(
+    fp: &mut FingerprintBuilder,
+    label: &str,
+    json: bool,
+    bytes: &[u8],
+    ignored: &IgnoredFields,
+) {
     let parsed = json
         .then(|| serde_json::from_slice::<serde_json::Value>(bytes).ok())
         .flatten();
     match parsed {
-        Some(value) => fp.json(label, &value),
+        Some(value) => fp.json_without(label, &value, ignored),
         None => fp.bytes(label, bytes),
     };
 }

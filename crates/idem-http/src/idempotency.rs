@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::HeaderName;
-use idem_core::Engine;
+use idem_core::{Engine, IgnoredFields};
 
 use crate::adapter::{Adapter, ScopeFrom};
 use crate::coverage::Coverage;
@@ -53,6 +53,7 @@ impl<A: Adapter> Idempotency<A> {
                 key_required: true,
                 scope: A::global_scope(),
                 max_request_body: A::default_limit(),
+                ignored_fields: IgnoredFields::default(),
                 max_response_body: A::default_limit(),
                 record: A::Record::default(),
             }),
@@ -124,6 +125,18 @@ impl<A: Adapter> Idempotency<A> {
     #[must_use]
     pub fn max_request_body(mut self, bytes: usize) -> Self {
         self.coverage_mut().max_request_body = bytes;
+        self
+    }
+
+    /// Fields of a JSON request body that do not make a retry another
+    /// request (a client's timestamp, a trace id): the fingerprint leaves
+    /// them out, so a retry that changed only these is replayed rather
+    /// than refused with 422. Bodies that are not JSON are compared byte
+    /// for byte, as before. With idem-axum:
+    /// `IdempotencyLayer::new(engine).ignore_body_fields(IgnoredFields::new(["/sent_at"])?)`.
+    #[must_use]
+    pub fn ignore_body_fields(mut self, fields: IgnoredFields) -> Self {
+        self.coverage_mut().ignored_fields = fields;
         self
     }
 

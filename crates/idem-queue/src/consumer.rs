@@ -8,7 +8,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
-use idem_core::{Call, Claim, Engine, Error, Failure, Fingerprint, IdempotencyKey, Ran, Scope};
+use idem_core::{
+    Call, Claim, Engine, Error, Failure, Fingerprint, IdempotencyKey, IgnoredFields, Ran, Scope,
+};
 
 use crate::backoff::Backoff;
 use crate::delivery::{BrokerError, Delivery};
@@ -40,6 +42,7 @@ pub struct Consumer<H> {
     scope: Scope,
     operation: String,
     key: KeySource,
+    ignored: IgnoredFields,
     handler: H,
     max_deliveries: u32,
     backoff: Backoff,
@@ -71,6 +74,7 @@ impl<H: Handler> Consumer<H> {
             scope: Scope::new(operation.clone()),
             operation,
             key: KeySource::MessageId,
+            ignored: IgnoredFields::NONE,
             handler,
             max_deliveries: DEFAULT_MAX_DELIVERIES,
             backoff: Backoff::default(),
@@ -83,6 +87,25 @@ impl<H: Handler> Consumer<H> {
     #[must_use]
     pub fn key(mut self, key: KeySource) -> Self {
         self.key = key;
+        self
+    }
+
+    /// Fields of the payload that do not make a redelivery or a resend
+    /// another message (a producer's `sent_at`, a trace id): the
+    /// fingerprint leaves them out, so a resend under the same key that
+    /// changed only these is answered from the record rather than
+    /// dead-lettered as a reused key. The handler still gets them.
+    ///
+    /// ```
+    /// # use idem_queue::{Consumer, Handler};
+    /// # fn with(consumer: Consumer<impl Handler>) -> Result<(), idem_core::IgnoredFieldError> {
+    /// use idem_core::IgnoredFields;
+    /// let consumer = consumer.ignore_fields(IgnoredFields::new(["/sent_at", "/meta/trace"])?);
+    /// # let _ = consumer; Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn ignore_fields(mut self, fields: IgnoredFields) -> Self {
+        self.ignored = fields;
         self
     }
 
@@ -275,8 +298,7 @@ impl<H: Handler> Consumer<H> {
         let key = self.key.key_of(message, &payload)?;
         let key = IdempotencyKey::parse(&key)
             .map_err(|e| format!("the message's key is not a valid idempotency key: {e}"))?;
-        let fingerprint = Fingerprint::of(&self.operation, &payload)
-            .map_err(|e| format!("the payload cannot be fingerprinted: {e}"))?;
+        let fingerprint = Fingerprint::of_without(&self.operation, &payload, &self.ignored);
         let input = <H::Input as serde::Deserialize>::deserialize(&payload)
             .map_err(|e| format!("the payload is not this handler's input: {e}"))?;
         let call =

@@ -55,6 +55,11 @@ mod key_source;
 mod message;
 #[cfg(feature = "nats")]
 mod permitted;
+// What only the brokers' loops use is unused without a broker feature.
+#[cfg_attr(
+    not(any(feature = "rabbitmq", feature = "nats", feature = "redis-streams")),
+    allow(dead_code)
+)]
 mod running;
 #[cfg(feature = "redis-streams")]
 mod stream_entries;

@@ -107,6 +107,7 @@ macro_rules! table {
             replay_is_byte_identical_with_every_header_value,
             reencoded_json_replays_and_other_json_is_422_with_nothing_of_the_first_answer,
             query_parameter_order_does_not_matter,
+            a_retry_that_changed_only_its_sent_at_gets_the_first_answer,
             duplicate_in_flight_is_409_with_retry_after,
             sixty_four_concurrent_duplicates_run_the_handler_once,
             client_that_hangs_up_mid_request_and_retries_gets_the_first_answer,
@@ -312,6 +313,39 @@ pub async fn reencoded_json_replays_and_other_json_is_422_with_nothing_of_the_fi
     )
     .await;
     problem(other_query, StatusCode::UNPROCESSABLE_ENTITY, "key-reused").await;
+    assert_eq!(runs.count(), 1);
+}
+
+/// Each adapter leaves `/sent_at` out of the fingerprint: a client that
+/// stamps each attempt is answered from the first one's record.
+pub async fn a_retry_that_changed_only_its_sent_at_gets_the_first_answer(adapter: Adapter) {
+    let (url, runs) = start(adapter, RecordPolicy::default()).await;
+    let url = format!("{url}/echo");
+    let first = post_json(
+        &url,
+        Some(b"stamped"),
+        r#"{"amount":1000,"sent_at":"10:00"}"#,
+    )
+    .await;
+    let (status, _, first_body) = snapshot(first).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let retry = post_json(
+        &url,
+        Some(b"stamped"),
+        r#"{"sent_at":"10:05","amount":1000}"#,
+    )
+    .await;
+    assert!(retry.headers().contains_key("idempotent-replayed"));
+    let (status, _, retry_body) = snapshot(retry).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(retry_body, first_body, "the first answer, byte for byte");
+    let other = post_json(
+        &url,
+        Some(b"stamped"),
+        r#"{"amount":2000,"sent_at":"10:05"}"#,
+    )
+    .await;
+    problem(other, StatusCode::UNPROCESSABLE_ENTITY, "key-reused").await;
     assert_eq!(runs.count(), 1);
 }
 
