@@ -25,6 +25,10 @@ pub mod sqlite_ledger;
 #[path = "orders/shipping.rs"]
 pub mod shipping;
 
+/// Where the order examples count shipments: Redis or PostgreSQL.
+#[path = "orders/shipments.rs"]
+pub mod shipments;
+
 /// Serving a router with a header read timeout (used by the payments example).
 #[path = "payments/serve.rs"]
 pub mod serve;

@@ -2,8 +2,9 @@
 //! (`orders_rabbitmq`, `orders_nats`, `orders_redis_streams`) and their
 //! tests: ship an order once, however often its message is delivered.
 //!
-//! The effect (the order's shipment count, in Redis) is committed with
-//! idem's record in one step that checks the claim ([`Claim::commit`](idem_core::Claim::commit)): a
+//! The effect (the order's shipment count, in Redis or PostgreSQL:
+//! [`Shipments`]) is committed with idem's record in one step that checks
+//! the claim ([`commit_with_record`](idem_queue::commit_with_record)): a
 //! consumer frozen past its lease, whose message another consumer took
 //! over, ships nothing when it wakes. Each step is printed on stdout
 //! (`shipping <order>`, `shipped <order>`, `fenced <order>`) for the tests
@@ -13,9 +14,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use idem_core::{encode_result, Claim, CommitError, Failure};
-use idem_redis::RedisStore;
+use idem_core::{Claim, CommitError, Failure};
 use serde::{Deserialize, Serialize};
+
+use crate::shipments::Shipments;
 
 /// The message: an order was placed.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -56,6 +58,19 @@ pub enum ShipError {
     /// The shipment could not be committed (transient).
     #[error("the shipment was not committed: {0}")]
     NotCommitted(String),
+    /// The claim was lost while shipping (another consumer took the order
+    /// over): nothing was committed.
+    #[error("the claim was lost: another consumer ships this order")]
+    Fenced,
+}
+
+impl From<CommitError> for ShipError {
+    fn from(e: CommitError) -> Self {
+        match e {
+            CommitError::LeaseLost => Self::Fenced,
+            other => Self::NotCommitted(other.to_string()),
+        }
+    }
 }
 
 impl Failure for ShipError {
@@ -64,31 +79,24 @@ impl Failure for ShipError {
     }
 }
 
-/// Ships orders, counting shipments per order in Redis.
+/// Ships orders, counting shipments per order in [`Shipments`].
 #[derive(Clone)]
 pub struct Shipping {
-    store: RedisStore,
-    prefix: String,
+    shipments: Shipments,
     delay: Duration,
     /// The `carrier-flaky` orders this process tried once already.
     tried: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Shipping {
-    /// Shipments counted under `prefix` in `store`'s Redis; each shipment
-    /// takes `delay` (a slow carrier).
-    pub fn new(store: RedisStore, prefix: &str, delay: Duration) -> Self {
+    /// Shipments counted in `shipments`; each takes `delay` (a slow
+    /// carrier).
+    pub fn new(shipments: Shipments, delay: Duration) -> Self {
         Self {
-            store,
-            prefix: prefix.to_owned(),
+            shipments,
             delay,
             tried: Arc::default(),
         }
-    }
-
-    /// The key counting `order_id`'s shipments.
-    pub fn shipments_key(prefix: &str, order_id: &str) -> String {
-        format!("{prefix}shipments:{order_id}")
     }
 
     /// Ships `order` under `claim`.
@@ -106,38 +114,24 @@ impl Shipping {
             "out-of-stock" => return Err(ShipError::OutOfStock(order.sku)),
             _ => {}
         }
-        let key = Self::shipments_key(&self.prefix, &order.order_id);
-        let mut tx = self.store.transaction();
-        let shipped = tx
-            .get(&key)
-            .await
-            .map_err(|e| ShipError::NotCommitted(e.to_string()))?
-            .and_then(|v| String::from_utf8(v).ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        tx.set(key, (shipped + 1).to_string());
         let shipment = Shipment {
             shipment_id: format!("shp_{}_{}", order.order_id, claim.fencing_token().0),
             order_id: order.order_id.clone(),
         };
-        let outcome = encode_result(&Ok::<_, ShipError>(&shipment))
-            .map_err(|e| ShipError::NotCommitted(e.to_string()))?;
-        match claim.commit(tx, &outcome).await {
-            Ok(()) => {
-                println!("shipped {}", order.order_id);
-                Ok(shipment)
-            }
-            Err(CommitError::LeaseLost) => {
-                println!("fenced {}", order.order_id);
-                Err(ShipError::NotCommitted("the claim was lost".into()))
-            }
-            Err(e) => Err(ShipError::NotCommitted(e.to_string())),
+        let shipped = self.shipments.ship(&claim, shipment).await;
+        match &shipped {
+            Ok(_) => println!("shipped {}", order.order_id),
+            Err(ShipError::Fenced) => println!("fenced {}", order.order_id),
+            Err(_) => {}
         }
+        shipped
     }
 }
 
 /// The example's settings from the environment: `REDIS_URL` (records and
-/// shipments), `PREFIX` (their keys), `SHIP_DELAY_MS`, `LEASE_MS`,
+/// shipments), `PREFIX` (their keys), or `DATABASE_URL` (records and
+/// shipments in PostgreSQL instead) and `PG_SCHEMA` (default `orders`);
+/// `SHIP_DELAY_MS`, `LEASE_MS`,
 /// `MAX_DELIVERIES`, `DRAIN_MS` (how long running orders get to finish on
 /// shutdown), `RECONNECT_MS` (the first pause before connecting again).
 pub struct Settings {
@@ -145,6 +139,10 @@ pub struct Settings {
     pub redis_url: String,
     /// Key prefix.
     pub prefix: String,
+    /// PostgreSQL for records and shipments, in place of Redis.
+    pub database_url: Option<String>,
+    /// The PostgreSQL schema.
+    pub pg_schema: String,
     /// How long a shipment takes.
     pub delay: Duration,
     /// The claim's lease.
@@ -168,6 +166,8 @@ impl Settings {
         Self {
             redis_url: var("REDIS_URL", "redis://127.0.0.1:6379"),
             prefix: var("PREFIX", "orders:"),
+            database_url: std::env::var("DATABASE_URL").ok(),
+            pg_schema: var("PG_SCHEMA", "orders"),
             delay: ms("SHIP_DELAY_MS", 0),
             lease: ms("LEASE_MS", 10_000),
             max_deliveries: var("MAX_DELIVERIES", "")
@@ -196,18 +196,29 @@ impl Settings {
             })
     }
 
-    /// The consumer: the engine on Redis (keys under the prefix), the
-    /// handler, keyed by the payload's `order_id`; `sent_at` does not make
-    /// a resent order another order.
+    /// The shipments: in PostgreSQL if `DATABASE_URL` is set, else in Redis.
+    ///
+    /// # Errors
+    ///
+    /// The store did not answer.
+    pub async fn shipments(&self) -> Result<Shipments, Box<dyn std::error::Error>> {
+        match &self.database_url {
+            Some(url) => Shipments::postgres(url, &self.pg_schema).await,
+            None => Shipments::redis(&self.redis_url, &self.prefix).await,
+        }
+    }
+
+    /// The consumer: the engine on the shipments' store, the handler, keyed
+    /// by the payload's `order_id`; `sent_at` does not make a resent order
+    /// another order.
     pub async fn consumer(
         &self,
     ) -> Result<idem_queue::Consumer<impl idem_queue::Handler>, Box<dyn std::error::Error>> {
-        let store = RedisStore::connect(&self.redis_url)
-            .await?
-            .with_prefix(&format!("{}idem:", self.prefix));
-        let engine = idem_core::Engine::new(store.clone())
+        let shipments = self.shipments().await?;
+        let engine = shipments
+            .engine()
             .with_policy(idem_core::Policy::default().lease(self.lease));
-        let shipping = Shipping::new(store, &self.prefix, self.delay);
+        let shipping = Shipping::new(shipments, self.delay);
         let handler = idem_queue::handler_fn(move |order: OrderPlaced, claim: Claim| {
             let shipping = shipping.clone();
             async move { shipping.ship(order, claim).await }

@@ -2,23 +2,69 @@
 //! Streams), as separate processes: duplicates, a consumer killed mid-order,
 //! a consumer frozen past its lease whose message another consumer took
 //! over, a poison message. Each order's shipments are counted in Redis,
-//! where the handler commits them with idem's record; each story waits for
+//! where the handler commits them with idem's record (and, for the kill and
+//! the freeze, in PostgreSQL, with the records there); each story waits for
 //! the broker to have nothing outstanding, then counts.
 
 use std::time::{Duration, Instant};
 
+use idem_examples::shipments::Shipments;
 use idem_tests::brokers::{Broker, JetStream, RabbitMq, RedisStream, PATIENCE};
-use idem_tests::{redis_url, unique_prefix, Worker};
+use idem_tests::{database_url, redis_url, unique_prefix, unique_schema, Worker};
+use sqlx::AssertSqlSafe;
 
-/// A story's worker settings: the broker's, Redis and the key prefix.
+/// Where a story's shipments and records are: Redis under a key prefix,
+/// or PostgreSQL in a schema, each the story's own.
+enum Ledger {
+    Redis(String),
+    Postgres(String),
+}
+
+impl Ledger {
+    fn redis(story: &str) -> Self {
+        Self::Redis(unique_prefix(story))
+    }
+
+    fn postgres() -> Self {
+        Self::Postgres(unique_schema())
+    }
+
+    /// The shipments of `order`.
+    async fn shipments(&self, order: &str) -> u64 {
+        match self {
+            Self::Redis(prefix) => shipments(prefix, order).await,
+            Self::Postgres(schema) => {
+                let pool = idem_tests::pg_pool(1).await;
+                let table = Shipments::postgres_table(schema);
+                let count: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+                    "SELECT shipped FROM {table} WHERE order_id = $1"
+                )))
+                .bind(order)
+                .fetch_optional(&pool)
+                .await
+                .expect("shipments");
+                count.map_or(0, |n| u64::try_from(n).expect("a count"))
+            }
+        }
+    }
+}
+
+/// A story's worker settings: the broker's, the ledger's (Redis and the
+/// key prefix, or PostgreSQL and the schema).
 fn env<B: Broker>(
     broker: &B,
-    prefix: &str,
+    ledger: &Ledger,
     extra: &[(&'static str, &str)],
 ) -> Vec<(&'static str, String)> {
     let mut env = broker.env(1000);
     env.push(("REDIS_URL", redis_url()));
-    env.push(("PREFIX", prefix.to_owned()));
+    match ledger {
+        Ledger::Redis(prefix) => env.push(("PREFIX", prefix.clone())),
+        Ledger::Postgres(schema) => {
+            env.push(("DATABASE_URL", database_url()));
+            env.push(("PG_SCHEMA", schema.clone()));
+        }
+    }
     env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
     env
 }
@@ -51,7 +97,10 @@ async fn until<F: AsyncFnMut() -> bool>(what: &str, mut ok: F) {
 /// the same order id with another payload is dead-lettered, never run.
 async fn duplicates_ship_once_and_a_reused_id_is_dead_lettered<B: Broker>(broker: B) {
     let prefix = unique_prefix("orders-dup");
-    let worker = Worker::start(B::EXAMPLE, &env(&broker, &prefix, &[]));
+    let worker = Worker::start(
+        B::EXAMPLE,
+        &env(&broker, &Ledger::Redis(prefix.clone()), &[]),
+    );
     for _ in 0..3 {
         broker.publish(&order("o-1", "tea")).await;
     }
@@ -91,45 +140,46 @@ async fn duplicates_ship_once_and_a_reused_id_is_dead_lettered<B: Broker>(broker
 
 /// A consumer killed while it ships: the order is delivered again, to
 /// another consumer, and ships once.
-async fn a_consumer_killed_mid_order_ships_it_once<B: Broker>(broker: B) {
-    let prefix = unique_prefix("orders-kill");
+async fn a_consumer_killed_mid_order_ships_it_once<B: Broker>(broker: B, ledger: Ledger) {
     let mut first = Worker::start(
         B::EXAMPLE,
         &env(
             &broker,
-            &prefix,
+            &ledger,
             &[("SHIP_DELAY_MS", "2000"), ("LEASE_MS", "1500")],
         ),
     );
     broker.publish(&order("o-2", "tea")).await;
     first.wait_for("shipping o-2", PATIENCE);
     first.kill();
-    let second = Worker::start(B::EXAMPLE, &env(&broker, &prefix, &[("LEASE_MS", "1500")]));
+    let second = Worker::start(B::EXAMPLE, &env(&broker, &ledger, &[("LEASE_MS", "1500")]));
     until("the order shipped and acknowledged", async || {
-        shipments(&prefix, "o-2").await >= 1 && broker.outstanding().await == 0
+        ledger.shipments("o-2").await >= 1 && broker.outstanding().await == 0
     })
     .await;
-    assert_eq!(shipments(&prefix, "o-2").await, 1);
+    assert_eq!(ledger.shipments("o-2").await, 1);
     assert_eq!(second.count("shipped o-2"), 1);
 }
 
 /// A consumer frozen (SIGSTOP) while it ships, past its broker's deadline
 /// and its claim's lease: another consumer ships the order; the first,
 /// resumed, finds its claim taken and ships nothing.
-async fn a_consumer_frozen_past_its_lease_ships_nothing_when_it_wakes<B: Broker>(broker: B) {
-    let prefix = unique_prefix("orders-freeze");
+async fn a_consumer_frozen_past_its_lease_ships_nothing_when_it_wakes<B: Broker>(
+    broker: B,
+    ledger: Ledger,
+) {
     let mut first = Worker::start(
         B::EXAMPLE,
         &env(
             &broker,
-            &prefix,
+            &ledger,
             &[("SHIP_DELAY_MS", "1500"), ("LEASE_MS", "600")],
         ),
     );
     broker.publish(&order("o-3", "tea")).await;
     first.wait_for("shipping o-3", PATIENCE);
     first.freeze();
-    let second = Worker::start(B::EXAMPLE, &env(&broker, &prefix, &[("LEASE_MS", "600")]));
+    let second = Worker::start(B::EXAMPLE, &env(&broker, &ledger, &[("LEASE_MS", "600")]));
     second.wait_for("shipped o-3", PATIENCE);
     first.resume();
     // Its handler ends: its commit refused (or, on a consumer without
@@ -139,7 +189,7 @@ async fn a_consumer_frozen_past_its_lease_ships_nothing_when_it_wakes<B: Broker>
         broker.outstanding().await == 0
     })
     .await;
-    assert_eq!(shipments(&prefix, "o-3").await, 1);
+    assert_eq!(ledger.shipments("o-3").await, 1);
     assert_eq!(first.count("shipped o-3"), 0);
 }
 
@@ -150,7 +200,11 @@ async fn a_poison_message_is_dead_lettered_after_its_cap<B: Broker>(broker: B) {
     let prefix = unique_prefix("orders-poison");
     let worker = Worker::start(
         B::EXAMPLE,
-        &env(&broker, &prefix, &[("MAX_DELIVERIES", "3")]),
+        &env(
+            &broker,
+            &Ledger::Redis(prefix.clone()),
+            &[("MAX_DELIVERIES", "3")],
+        ),
     );
     let started = Instant::now();
     broker.publish(&order("o-4", "carrier-down")).await;
@@ -185,30 +239,57 @@ async fn a_poison_message_is_dead_lettered_after_its_cap<B: Broker>(broker: B) {
     assert_eq!(shipments(&prefix, "o-4").await, 0);
 }
 
+/// A story on each broker; with a ledger (`redis` or `postgres`), the
+/// story takes it as its second argument.
 macro_rules! on_each_broker {
-    ($story:ident) => {
-        mod $story {
+    ($story:ident $(, $ledger:ident)?) => {
+        on_each_broker!(@mod $story, $story $(, $ledger)?);
+    };
+    ($name:ident = $story:ident, $ledger:ident) => {
+        on_each_broker!(@mod $name, $story, $ledger);
+    };
+    (@mod $name:ident, $story:ident $(, $ledger:ident)?) => {
+        mod $name {
             use super::*;
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn on_rabbitmq() {
-                super::$story(RabbitMq::new().await).await;
+                super::$story(RabbitMq::new().await $(, on_each_broker!(@ledger $ledger, $name))?).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn on_jetstream() {
-                super::$story(JetStream::new().await).await;
+                super::$story(JetStream::new().await $(, on_each_broker!(@ledger $ledger, $name))?).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn on_redis_streams() {
-                super::$story(RedisStream::new()).await;
+                super::$story(RedisStream::new() $(, on_each_broker!(@ledger $ledger, $name))?).await;
             }
         }
+    };
+    (@ledger redis, $name:ident) => {
+        Ledger::redis(stringify!($name))
+    };
+    (@ledger postgres, $name:ident) => {
+        Ledger::postgres()
     };
 }
 
 on_each_broker!(duplicates_ship_once_and_a_reused_id_is_dead_lettered);
-on_each_broker!(a_consumer_killed_mid_order_ships_it_once);
-on_each_broker!(a_consumer_frozen_past_its_lease_ships_nothing_when_it_wakes);
+on_each_broker!(a_consumer_killed_mid_order_ships_it_once, redis);
+on_each_broker!(
+    a_consumer_frozen_past_its_lease_ships_nothing_when_it_wakes,
+    redis
+);
 on_each_broker!(a_poison_message_is_dead_lettered_after_its_cap);
+on_each_broker!(
+    on_postgres_a_consumer_killed_mid_order_ships_it_once =
+        a_consumer_killed_mid_order_ships_it_once,
+    postgres
+);
+on_each_broker!(
+    on_postgres_a_consumer_frozen_past_its_lease_ships_nothing_when_it_wakes =
+        a_consumer_frozen_past_its_lease_ships_nothing_when_it_wakes,
+    postgres
+);
