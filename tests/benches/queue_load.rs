@@ -35,16 +35,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt as _;
 use idem_core::{Claim, Engine, MemoryStore, Never};
-use idem_queue::{handler_fn, Consumer, Handler, KeySource};
-use lapin::options::{
+use idem_queue::async_nats;
+use idem_queue::async_nats::jetstream::{self, consumer, stream};
+use idem_queue::lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeleteOptions,
 };
-use lapin::types::FieldTable;
-use lapin::{BasicProperties, Connection, ConnectionProperties};
+use idem_queue::lapin::types::FieldTable;
+use idem_queue::lapin::{BasicProperties, Connection, ConnectionProperties};
+use idem_queue::{handler_fn, Consumer, Handler, KeySource};
 use serde::Deserialize;
 
 const MESSAGES: usize = 5_000;
@@ -261,8 +262,8 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
         confirms.push(
             channel
                 .basic_publish(
-                    "",
-                    &queue,
+                    "".into(),
+                    queue.as_str().into(),
                     BasicPublishOptions::default(),
                     payload(round, i).as_bytes(),
                     BasicProperties::default(),
@@ -284,8 +285,8 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
             consuming.basic_qos(16, BasicQosOptions::default()).await?;
             let deliveries = consuming
                 .basic_consume(
-                    &queue,
-                    "",
+                    queue.as_str().into(),
+                    "".into(),
                     BasicConsumeOptions::default(),
                     FieldTable::default(),
                 )
@@ -326,12 +327,15 @@ async fn rabbitmq_round(variant: Variant, round: usize) -> Result<Duration, Erro
     };
     let took = timed(run, &handled).await;
     forget(BROKER, round, variant).await?;
-    let _ = consumer_connection.close(200, "round over").await;
+    let _ = consumer_connection.close(200, "round over".into()).await;
     channel
-        .queue_delete(&queue, QueueDeleteOptions::default())
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
         .await?;
     channel
-        .queue_delete(&format!("{queue}.dead"), QueueDeleteOptions::default())
+        .queue_delete(
+            format!("{queue}.dead").into(),
+            QueueDeleteOptions::default(),
+        )
         .await?;
     Ok(took)
 }

@@ -6,10 +6,11 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream;
-use lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions};
-use lapin::types::AMQPValue;
-use lapin::{BasicProperties, Connection, ConnectionProperties};
+use idem_queue::async_nats::{self, jetstream};
+use idem_queue::lapin;
+use idem_queue::lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions};
+use idem_queue::lapin::types::AMQPValue;
+use idem_queue::lapin::{BasicProperties, Connection, ConnectionProperties};
 
 /// A dead letter: its payload and the reason given.
 #[derive(Debug, Clone)]
@@ -119,8 +120,8 @@ impl Broker for RabbitMq {
         let confirm = self
             .channel
             .basic_publish(
-                "",
-                &self.queue,
+                "".into(),
+                self.queue.as_str().into(),
                 BasicPublishOptions::default(),
                 payload.as_bytes(),
                 BasicProperties::default().with_delivery_mode(2),
@@ -141,7 +142,10 @@ impl Broker for RabbitMq {
         let mut letters = Vec::new();
         // Read without acknowledging, then requeued when the channel closes.
         let channel = self.connection.create_channel().await.expect("channel");
-        while let Ok(Some(got)) = channel.basic_get(&dead, BasicGetOptions::default()).await {
+        while let Ok(Some(got)) = channel
+            .basic_get(dead.as_str().into(), BasicGetOptions::default())
+            .await
+        {
             let reason = got
                 .delivery
                 .properties
@@ -160,7 +164,7 @@ impl Broker for RabbitMq {
                 reason,
             });
         }
-        let _ = channel.close(200, "read").await;
+        let _ = channel.close(200, "read".into()).await;
         letters
     }
 

@@ -8,16 +8,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, stream};
 use futures_util::FutureExt as _;
 use idem_core::{Claim, Engine, MemoryStore, Never, Policy};
+use idem_queue::async_nats;
+use idem_queue::async_nats::jetstream::{self, stream};
+use idem_queue::lapin::options::{BasicConsumeOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use idem_queue::lapin::types::FieldTable;
+use idem_queue::lapin::{Connection, ConnectionProperties};
 use idem_queue::rabbitmq::{publish_once, RabbitDelivery};
 use idem_queue::{handler_fn, Consumer, KeySource};
 use idem_tests::brokers::amqp_url;
 use idem_tests::{call, unique_prefix};
-use lapin::options::{BasicConsumeOptions, ConfirmSelectOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties};
 
 /// Runs `publish` under the claim for `key` twice: the first attempt
 /// publishes and then dies (a panic: outcome unknown, the claim kept to its
@@ -106,7 +107,7 @@ async fn on_rabbitmq_a_takeovers_republish_runs_once_at_the_next_consumer() {
     let queue = unique_prefix("shipped").replace(':', "_");
     channel
         .queue_declare(
-            &queue,
+            queue.as_str().into(),
             QueueDeclareOptions::default(),
             FieldTable::default(),
         )
@@ -145,8 +146,8 @@ async fn on_rabbitmq_a_takeovers_republish_runs_once_at_the_next_consumer() {
     .key(KeySource::MessageId);
     let mut deliveries = channel
         .basic_consume(
-            &queue,
-            "",
+            queue.as_str().into(),
+            "".into(),
             BasicConsumeOptions::default(),
             FieldTable::default(),
         )

@@ -29,7 +29,7 @@ use lapin::options::{
 };
 use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ErrorKind};
 
 use crate::batch::spawn_batch;
 use crate::consumer::Consumer;
@@ -195,12 +195,13 @@ impl Delivery for RabbitDelivery {
 
     async fn settle(self, verdict: &Verdict) -> Result<(), BrokerError> {
         match &verdict.action {
-            Action::Ack => self
-                .delivery
-                .acker
-                .ack(BasicAckOptions::default())
-                .await
-                .map_err(broker("ack")),
+            Action::Ack => acked(
+                self.delivery
+                    .acker
+                    .ack(BasicAckOptions::default())
+                    .await
+                    .map_err(broker("ack"))?,
+            ),
             Action::Redeliver { after } => {
                 let (acker, after) = (self.delivery.acker, *after);
                 tokio::spawn(async move {
@@ -235,8 +236,8 @@ impl Delivery for RabbitDelivery {
                 let confirm = self
                     .channel
                     .basic_publish(
-                        "",
-                        &self.dead_letters,
+                        ShortString::from(""),
+                        ShortString::from(&*self.dead_letters),
                         BasicPublishOptions::default(),
                         &self.delivery.data,
                         properties,
@@ -251,14 +252,28 @@ impl Delivery for RabbitDelivery {
                         "the broker refused the dead letter; the message stays unacknowledged",
                     ));
                 }
-                self.delivery
-                    .acker
-                    .ack(BasicAckOptions::default())
-                    .await
-                    .map_err(broker("ack"))
+                acked(
+                    self.delivery
+                        .acker
+                        .ack(BasicAckOptions::default())
+                        .await
+                        .map_err(broker("ack"))?,
+                )
             }
         }
     }
+}
+
+/// An ack the channel took (`true`), or one it could not take: its
+/// channel closed first, and the broker delivers the message again.
+fn acked(taken: bool) -> Result<(), BrokerError> {
+    if taken {
+        return Ok(());
+    }
+    Err(BrokerError::new(
+        "rabbitmq ack",
+        "the channel closed before the ack; the broker delivers the message again",
+    ))
 }
 
 /// Consumes `queue` from the broker at `url` with `consumer` until
@@ -294,8 +309,8 @@ pub async fn consume<H: Handler>(
 /// way connecting again cannot change.
 fn ended(what: &str) -> impl FnOnce(lapin::Error) -> Ended + '_ {
     move |e| {
-        let refused = match &e {
-            lapin::Error::ProtocolError(amqp) => matches!(
+        let refused = match e.kind() {
+            ErrorKind::ProtocolError(amqp) => matches!(
                 amqp.kind(),
                 AMQPErrorKind::Soft(
                     AMQPSoftError::ACCESSREFUSED
@@ -303,7 +318,7 @@ fn ended(what: &str) -> impl FnOnce(lapin::Error) -> Ended + '_ {
                         | AMQPSoftError::PRECONDITIONFAILED
                 ) | AMQPErrorKind::Hard(AMQPHardError::NOTALLOWED)
             ),
-            lapin::Error::InvalidProtocolVersion(_) => true,
+            ErrorKind::InvalidProtocolVersion(_) => true,
             _ => false,
         };
         let e = broker(what)(e);
@@ -354,8 +369,8 @@ async fn session<H: Handler>(
             .map_err(ended("basic.qos"))?;
         let deliveries = channel
             .basic_consume(
-                queue,
-                "",
+                queue.into(),
+                ShortString::from(""),
                 BasicConsumeOptions::default(),
                 FieldTable::default(),
             )
@@ -378,9 +393,9 @@ async fn session<H: Handler>(
             () = shutdown.cancelled() => {
                 // No more deliveries; those prefetched and not handed over
                 // are requeued when the connection closes.
-                let _ = channel.basic_cancel(tag.as_str(), BasicCancelOptions::default()).await;
+                let _ = channel.basic_cancel(tag.clone(), BasicCancelOptions::default()).await;
                 options.running.drain_out(&mut running, "rabbitmq").await;
-                let _ = connection.close(200, "shutdown").await;
+                let _ = connection.close(200, "shutdown".into()).await;
                 return Ended::Shutdown;
             }
             ready = deliveries.next() => ready,
@@ -428,7 +443,9 @@ async fn declare(channel: &Channel, queue: &str, kind: &str) -> Result<(), lapin
         durable: true,
         ..QueueDeclareOptions::default()
     };
-    channel.queue_declare(queue, durable, arguments).await?;
+    channel
+        .queue_declare(queue.into(), durable, arguments)
+        .await?;
     Ok(())
 }
 
@@ -461,8 +478,8 @@ pub async fn publish_once(
         .with_delivery_mode(2);
     let confirm = channel
         .basic_publish(
-            exchange,
-            routing_key,
+            exchange.into(),
+            routing_key.into(),
             BasicPublishOptions::default(),
             payload,
             properties,
