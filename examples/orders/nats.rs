@@ -2,7 +2,7 @@
 //! `cargo run --example orders_nats`. Settings: `NATS_URL`
 //! (nats://127.0.0.1:4222), `STREAM` (ORDERS: subjects `<stream>.placed`;
 //! dead letters on `<stream>.dead`, kept by the stream `<stream>_DEAD`),
-//! `ACK_WAIT_MS` (30000), and those of
+//! `ACK_WAIT_MS` (default: the claim's lease, `LEASE_MS`), and those of
 //! [`Settings`](idem_examples::shipping::Settings). The client reconnects
 //! by itself, and the consumer asks for its messages again; SIGTERM or
 //! Ctrl-C stops taking orders, lets the running ones finish, and exits.
@@ -19,12 +19,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = Settings::from_env();
     let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned());
     let name = std::env::var("STREAM").unwrap_or_else(|_| "ORDERS".to_owned());
-    let ack_wait = Duration::from_millis(
-        std::env::var("ACK_WAIT_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(30_000),
-    );
+    // Unset, the ack wait is the claim's lease (`LEASE_MS`).
+    let ack_wait = std::env::var("ACK_WAIT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis);
     let consumer = Arc::new(settings.consumer().await?);
     let js = jetstream::new(async_nats::connect(&url).await?);
     js.get_or_create_stream(stream::Config {
@@ -39,10 +38,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..stream::Config::default()
     })
     .await?;
-    let options = JetStreamOptions::default()
+    let mut options = JetStreamOptions::default()
         .durable("shippers")
-        .ack_wait(ack_wait)
         .running(settings.running());
+    options.ack_wait = ack_wait;
     println!("consuming {name}");
     consume(consumer, js, &name, options).await?;
     println!("stopped");

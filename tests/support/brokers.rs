@@ -30,6 +30,9 @@ pub trait Broker {
     /// is how soon an unacknowledged message of a dead or frozen consumer
     /// is delivered again (where the broker lets a consumer say).
     fn env(&self, redeliver_ms: u64) -> Vec<(&'static str, String)>;
+    /// The example's settings that point it at this queue, every other
+    /// setting left to idem-queue's defaults.
+    fn default_env(&self) -> Vec<(&'static str, String)>;
     /// Publishes `payload`.
     async fn publish(&self, payload: &str);
     /// Messages not yet acknowledged or dead-lettered.
@@ -114,6 +117,10 @@ impl Broker for RabbitMq {
             ("AMQP_URL", format!("{}?heartbeat=1", amqp_url())),
             ("QUEUE", self.queue.clone()),
         ]
+    }
+
+    fn default_env(&self) -> Vec<(&'static str, String)> {
+        vec![("AMQP_URL", amqp_url()), ("QUEUE", self.queue.clone())]
     }
 
     async fn publish(&self, payload: &str) {
@@ -262,10 +269,15 @@ impl Broker for JetStream {
     const EXAMPLE: &'static str = "orders_nats";
 
     fn env(&self, redeliver_ms: u64) -> Vec<(&'static str, String)> {
+        let mut env = self.default_env();
+        env.push(("ACK_WAIT_MS", redeliver_ms.to_string()));
+        env
+    }
+
+    fn default_env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("NATS_URL", format!("nats://127.0.0.1:{}", self.port)),
             ("STREAM", self.stream.clone()),
-            ("ACK_WAIT_MS", redeliver_ms.to_string()),
         ]
     }
 
@@ -395,9 +407,14 @@ impl Broker for RedisStream {
     const EXAMPLE: &'static str = "orders_redis_streams";
 
     fn env(&self, redeliver_ms: u64) -> Vec<(&'static str, String)> {
+        let mut env = self.default_env();
+        env.push(("MIN_IDLE_MS", redeliver_ms.to_string()));
+        env
+    }
+
+    fn default_env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("STREAM", self.stream.clone()),
-            ("MIN_IDLE_MS", redeliver_ms.to_string()),
             (
                 "STREAM_REDIS_URL",
                 format!("redis://127.0.0.1:{}", self.port),

@@ -68,6 +68,8 @@ mod verdict;
 #[cfg(feature = "nats")]
 pub mod nats;
 #[cfg(feature = "rabbitmq")]
+mod rabbit_options;
+#[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
 #[cfg(feature = "redis-streams")]
 pub mod redis_streams;

@@ -46,6 +46,10 @@ use crate::verdict::{Action, Verdict};
 /// The header JetStream deduplicates publishes by.
 pub const MSG_ID: &str = "Nats-Msg-Id";
 
+/// The longest a pull request waits for messages (5 s, or the ack wait if
+/// shorter); the client asks again as it expires.
+const MAX_PULL_EXPIRY: Duration = Duration::from_secs(5);
+
 /// How a stream is consumed: `JetStreamOptions::default()` and its
 /// builder methods.
 #[derive(Clone, Debug)]
@@ -54,8 +58,11 @@ pub struct JetStreamOptions {
     pub durable: String,
     /// How long JetStream waits for an ack before it delivers a message
     /// again (the durable's `ack_wait`, kept alive while a handler runs by
-    /// reports in progress).
-    pub ack_wait: Duration,
+    /// reports in progress). `None` (the default): the consumer's lease,
+    /// so that a frozen consumer's message goes to another one about when
+    /// its claim expires. A durable that exists keeps the `ack_wait` it was
+    /// made with.
+    pub ack_wait: Option<Duration>,
     /// Where dead letters are published (`None`: `<stream>.dead`; a stream
     /// must capture it).
     pub dead_letter_subject: Option<String>,
@@ -66,12 +73,12 @@ pub struct JetStreamOptions {
 }
 
 impl Default for JetStreamOptions {
-    /// The durable `idem`, acks awaited 30 s, dead letters on
-    /// `<stream>.dead`, 16 handlers at once, until the process ends.
+    /// The durable `idem`, acks awaited the consumer's lease, dead letters
+    /// on `<stream>.dead`, 16 handlers at once, until the process ends.
     fn default() -> Self {
         Self {
             durable: "idem".to_owned(),
-            ack_wait: Duration::from_secs(30),
+            ack_wait: None,
             dead_letter_subject: None,
             parallelism: 16,
             running: Running::default(),
@@ -87,10 +94,10 @@ impl JetStreamOptions {
         self
     }
 
-    /// The durable's `ack_wait`.
+    /// The durable's `ack_wait`, in place of the consumer's lease.
     #[must_use]
     pub fn ack_wait(mut self, ack_wait: Duration) -> Self {
-        self.ack_wait = ack_wait;
+        self.ack_wait = Some(ack_wait);
         self
     }
 
@@ -274,6 +281,9 @@ async fn session<H: Handler>(
     stream: &str,
     options: &JetStreamOptions,
 ) -> Ended {
+    let ack_wait = options
+        .ack_wait
+        .unwrap_or_else(|| consumer.engine().policy().lease_value());
     let setup = async {
         let source = js.get_stream(stream).await.map_err(|e| {
             let api = match e.kind() {
@@ -287,7 +297,7 @@ async fn session<H: Handler>(
                 &options.durable,
                 pull::Config {
                     durable_name: Some(options.durable.clone()),
-                    ack_wait: options.ack_wait,
+                    ack_wait,
                     ..pull::Config::default()
                 },
             )
@@ -299,7 +309,15 @@ async fn session<H: Handler>(
                 };
                 ended("durable consumer", e, api)
             })?;
-        pull.messages()
+        // A pull request outlives a consumer that froze: the server keeps
+        // handing it messages (redeliveries too) until it expires. Expiring
+        // within the ack wait, it is gone by the time a frozen consumer's
+        // message is delivered again.
+        let expires = ack_wait.min(MAX_PULL_EXPIRY);
+        pull.stream()
+            .expires(expires)
+            .heartbeat(expires / 2)
+            .messages()
             .await
             .map_err(|e| Ended::Lost(BrokerError::new("jetstream messages", e)))
     };

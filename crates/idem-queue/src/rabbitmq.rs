@@ -29,95 +29,17 @@ use lapin::options::{
 };
 use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ErrorKind};
+use lapin::{BasicProperties, Channel, Connection, ErrorKind};
 
 use crate::batch::spawn_batch;
 use crate::consumer::Consumer;
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
-use crate::running::{supervise, Ended, Running};
+use crate::rabbit_options::with_heartbeat;
+pub use crate::rabbit_options::{default_heartbeat, RabbitOptions};
+use crate::running::{supervise, Ended};
 use crate::verdict::{Action, Verdict};
-
-/// How a queue is consumed: `RabbitOptions::default()` and its builder
-/// methods.
-#[derive(Clone)]
-pub struct RabbitOptions {
-    /// Unacknowledged deliveries at once (`basic.qos`), and so handlers at once.
-    pub prefetch: u16,
-    /// Where dead letters go (`None`: `<queue>.dead`, declared durable).
-    pub dead_letter_queue: Option<String>,
-    /// Declare the queue as a durable quorum queue on each connection
-    /// ([`declare_quorum_queue`]); if not, it must exist.
-    pub declare_quorum_queue: bool,
-    /// How the connection is made (lapin's defaults).
-    pub connection: ConnectionProperties,
-    /// Until when, draining how long, reconnecting how.
-    pub running: Running,
-}
-
-impl Default for RabbitOptions {
-    /// 16 at once, dead letters to `<queue>.dead`, the queue declared as a
-    /// quorum queue, until the process ends.
-    fn default() -> Self {
-        Self {
-            prefetch: 16,
-            dead_letter_queue: None,
-            declare_quorum_queue: true,
-            connection: ConnectionProperties::default(),
-            running: Running::default(),
-        }
-    }
-}
-
-impl std::fmt::Debug for RabbitOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RabbitOptions")
-            .field("prefetch", &self.prefetch)
-            .field("dead_letter_queue", &self.dead_letter_queue)
-            .field("declare_quorum_queue", &self.declare_quorum_queue)
-            .field("running", &self.running)
-            .finish_non_exhaustive()
-    }
-}
-
-impl RabbitOptions {
-    /// Deliveries (and handlers) at once.
-    #[must_use]
-    pub fn prefetch(mut self, prefetch: u16) -> Self {
-        self.prefetch = prefetch;
-        self
-    }
-
-    /// Dead letters to `queue` instead of `<queue>.dead`.
-    #[must_use]
-    pub fn dead_letter_queue(mut self, queue: &str) -> Self {
-        self.dead_letter_queue = Some(queue.to_owned());
-        self
-    }
-
-    /// Whether the queue is declared as a quorum queue (default) or must
-    /// exist.
-    #[must_use]
-    pub fn declare_quorum_queue(mut self, declare: bool) -> Self {
-        self.declare_quorum_queue = declare;
-        self
-    }
-
-    /// How the connection is made.
-    #[must_use]
-    pub fn connection(mut self, properties: ConnectionProperties) -> Self {
-        self.connection = properties;
-        self
-    }
-
-    /// Until when, draining how long, reconnecting how.
-    #[must_use]
-    pub fn running(mut self, running: Running) -> Self {
-        self.running = running;
-        self
-    }
-}
 
 /// One RabbitMQ delivery.
 pub struct RabbitDelivery {
@@ -338,7 +260,11 @@ async fn session<H: Handler>(
     options: &RabbitOptions,
 ) -> Ended {
     let setup = async {
-        let connection = Connection::connect(url, options.connection.clone())
+        let heartbeat = options
+            .heartbeat
+            .unwrap_or_else(|| default_heartbeat(consumer.engine().policy().lease_value()));
+        let uri = with_heartbeat(url, heartbeat).map_err(Ended::Refused)?;
+        let connection = Connection::connect_uri(uri, options.connection.clone())
             .await
             .map_err(ended("connect"))?;
         let channel = connection

@@ -42,8 +42,11 @@ pub struct StreamOptions {
     pub group: String,
     /// This consumer's name in the group (unique per process).
     pub consumer: String,
-    /// An entry pending this long is taken over by another consumer.
-    pub min_idle: Duration,
+    /// An entry pending this long is taken over by another consumer
+    /// (a running handler's entry is kept from it by reports in
+    /// progress). `None` (the default): the consumer's lease, so that a
+    /// frozen consumer's entry is taken over about when its claim expires.
+    pub min_idle: Option<Duration>,
     /// Entries read at once, and handlers at once.
     pub batch: usize,
     /// Where dead letters go (`None`: `<stream>:dead`).
@@ -53,14 +56,14 @@ pub struct StreamOptions {
 }
 
 impl Default for StreamOptions {
-    /// The group `idem`, this consumer `idem-<pid>`, entries idle 30 s
-    /// taken over, 16 at once, dead letters to `<stream>:dead`, until the
-    /// process ends.
+    /// The group `idem`, this consumer `idem-<pid>`, entries idle for the
+    /// consumer's lease taken over, 16 at once, dead letters to
+    /// `<stream>:dead`, until the process ends.
     fn default() -> Self {
         Self {
             group: "idem".to_owned(),
             consumer: format!("idem-{}", std::process::id()),
-            min_idle: Duration::from_secs(30),
+            min_idle: None,
             batch: 16,
             dead_letter_stream: None,
             running: Running::default(),
@@ -84,10 +87,10 @@ impl StreamOptions {
     }
 
     /// How long an entry stays pending before another consumer takes it
-    /// over.
+    /// over, in place of the consumer's lease.
     #[must_use]
     pub fn min_idle(mut self, min_idle: Duration) -> Self {
-        self.min_idle = min_idle;
+        self.min_idle = Some(min_idle);
         self
     }
 
@@ -299,7 +302,9 @@ async fn session<H: Handler>(
         stream: stream.to_owned(),
         group: options.group.clone(),
         consumer: options.consumer.clone(),
-        min_idle: options.min_idle,
+        min_idle: options
+            .min_idle
+            .unwrap_or_else(|| consumer.engine().policy().lease_value()),
         dead_letters: options
             .dead_letter_stream
             .clone()
