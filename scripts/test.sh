@@ -47,7 +47,7 @@ echo "==> cargo package: every crate builds from what it would publish"
 # builds (the workspace's own crates only; their dependencies stay built).
 rm -rf target/package "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/idem-* \
     target/debug/.fingerprint/idem-* target/debug/deps/libidem_* target/debug/deps/idem_*
-cargo package --workspace --allow-dirty --exclude idem-examples --exclude idem-tests
+cargo package --workspace --allow-dirty --exclude idem-examples --exclude idem-tests --exclude idem-ui-tests
 rm -rf target/package
 
 echo "==> all green"
