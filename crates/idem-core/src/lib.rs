@@ -18,14 +18,15 @@
 //! (the principal or tenant) and an [`IdempotencyKey`]. It holds the request's
 //! [`Fingerprint`], a fencing token, and either a lease (in flight) or the
 //! recorded [`Outcome`] (completed). `begin` answers exactly one of
-//! [`Begin::Acquired`], [`Begin::InFlight`], [`Begin::Replay`] or
-//! [`Begin::Mismatch`]; only the holder of the live lease can complete,
+//! [`Begin::Acquired`], [`Begin::InFlight`], [`Begin::Replay`],
+//! [`Begin::Mismatch`] or [`Begin::Expired`] (a late retry, told by the
+//! record's trace); only the holder of the live lease can complete,
 //! release or renew it.
 //!
 //! ## A claim's life
 //!
-//! The store grants a claim to the first call; its life is told in four
-//! nouns:
+//! The store grants a claim to the first call; its life is told in these
+//! types:
 //!
 //! - [`Claim`]: what the operation runs under. Its fencing token and
 //!   downstream keys carry the claim to the operation's effects, and

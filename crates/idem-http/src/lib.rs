@@ -7,8 +7,9 @@
 //! problem kinds idem answers with, and the answer pipeline that runs a
 //! covered handler through the engine ([`answer`]). An adapter implements
 //! [`Framework`] for its framework's answers and keeps only its framework's
-//! types; the rules work on plain strings, bytes and numbers, and bodies
-//! are read through `http_body::Body`.
+//! types; the rules work on the `http` crate's types (the key header is an
+//! [`http::HeaderName`]), strings, bytes and numbers, and bodies are read
+//! through `http_body::Body`.
 
 mod adapter;
 mod body;

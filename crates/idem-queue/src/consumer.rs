@@ -32,7 +32,8 @@ use crate::verdict::{Action, Outcome, Verdict};
 /// | key reused with another payload | dead-letter with the reason; never run |
 /// | no key, not JSON, not the handler's input | dead-letter with the reason; never run |
 /// | store unreachable or full | held, reported in progress, and claimed again with the backoff while the store is down (up to [`hold_while_store_down`](Consumer::hold_while_store_down)), then redelivered after a backoff; never dead-lettered, and an outage does not bring the message closer to its cap |
-/// | the handler panicked, or its claim was lost while it ran | redeliver after the lease: the outcome is unknown, and the claim stays to its lease |
+/// | the handler panicked | redeliver after the lease: the outcome is unknown, and the claim stays to its lease |
+/// | its claim was lost while the handler ran (another delivery took it over) | redeliver after a backoff: the delivery that took it over records, and its record answers |
 ///
 /// A message is acknowledged only once its outcome is stored, so a consumer
 /// that dies at any point leaves the message to be delivered again, and the
