@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use idem_axum::idempotent;
-use idem_client::{CallSite, IdempotencyMiddleware, RetryPolicy};
+use idem_client::{CallSite, IdempotentRetries, RetryPolicy};
 use idem_core::Engine;
 use reqwest_middleware::ClientWithMiddleware;
 use serde::{Deserialize, Serialize};
@@ -128,7 +128,7 @@ impl ProviderClient {
             .max_attempts(3)
             .deadline(Duration::from_secs(2));
         let http = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-            .with(IdempotencyMiddleware::new().propagate(true).policy(policy))
+            .with(IdempotentRetries::new().propagate(true).policy(policy))
             .build();
         Self {
             http,

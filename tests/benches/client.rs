@@ -12,7 +12,7 @@
 use axum::http::StatusCode;
 use axum::routing::post;
 use criterion::{criterion_group, criterion_main, Criterion};
-use idem_client::IdempotencyMiddleware;
+use idem_client::IdempotentRetries;
 
 fn client_overhead(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -26,7 +26,7 @@ fn client_overhead(c: &mut Criterion) {
     let url = format!("{url}/orders");
     let plain = reqwest::Client::new();
     let with_idem = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(IdempotencyMiddleware::new())
+        .with(IdempotentRetries::new())
         .build();
     let bare_middleware = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).build();
     let mut group = c.benchmark_group("client_call");
@@ -88,7 +88,7 @@ fn middleware_alone(c: &mut Criterion) {
         .with(Canned)
         .build();
     let with_idem = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(IdempotencyMiddleware::new())
+        .with(IdempotentRetries::new())
         .with(Canned)
         .build();
     let mut group = c.benchmark_group("middleware_alone");

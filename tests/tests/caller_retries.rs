@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use futures_util::StreamExt as _;
 use idem_client::{
-    CallFailed, CallSite, IdempotencyMiddleware, Key, ProblemKind, ResponseExt, RetryPolicy,
+    CallFailed, CallSite, IdempotentRetries, Key, ProblemKind, ResponseExt, RetryPolicy,
 };
 use idem_core::{Engine, MemoryStore};
 use idem_tests::fault_proxy::{Fault, FaultProxy};
@@ -55,7 +55,7 @@ fn client(policy: RetryPolicy) -> ClientWithMiddleware {
         .build()
         .expect("client");
     reqwest_middleware::ClientBuilder::new(http)
-        .with(IdempotencyMiddleware::new().policy(policy))
+        .with(IdempotentRetries::new().policy(policy))
         .build()
 }
 
@@ -273,7 +273,7 @@ async fn a_holder_frozen_after_its_downstream_debit_and_taken_over_debits_downst
     .with_policy(policy);
     let other = Engine::from_arc(records).with_policy(policy);
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(IdempotencyMiddleware::new().propagate(true))
+        .with(IdempotentRetries::new().propagate(true))
         .build();
 
     let first = {
@@ -474,7 +474,7 @@ proptest::proptest! {
         for script in calls {
             keys.lock().unwrap_or_else(PoisonError::into_inner).clear();
             let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-                .with(IdempotencyMiddleware::new().policy(
+                .with(IdempotentRetries::new().policy(
                     RetryPolicy::default()
                         .max_attempts(max)
                         .backoff(Duration::from_micros(1), Duration::from_micros(10))
@@ -530,12 +530,12 @@ async fn a_server_that_names_its_replay_header_otherwise_is_understood_when_told
             }),
         );
     let url = serve(router).await;
-    let client = |mw: IdempotencyMiddleware| {
+    let client = |mw: IdempotentRetries| {
         reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
             .with(mw)
             .build()
     };
-    let told = client(IdempotencyMiddleware::new().replay_header(
+    let told = client(IdempotentRetries::new().replay_header(
         reqwest::header::HeaderName::from_static("idempotency-replayed"),
     ));
     let answer = told
@@ -544,7 +544,7 @@ async fn a_server_that_names_its_replay_header_otherwise_is_understood_when_told
         .await
         .expect("answer");
     assert_eq!(answer.call_report().map(|i| i.replayed), Some(true));
-    let untold = client(IdempotencyMiddleware::new());
+    let untold = client(IdempotentRetries::new());
     let answer = untold
         .post(format!("{url}/charges"))
         .send()
@@ -553,7 +553,7 @@ async fn a_server_that_names_its_replay_header_otherwise_is_understood_when_told
     assert_eq!(answer.call_report().map(|i| i.replayed), Some(false));
     // The 409 without Retry-After, after the policy's attempts: the caller
     // is told it may retry, as the policy did.
-    let busy = client(IdempotencyMiddleware::new().policy(RetryPolicy::default().max_attempts(2)))
+    let busy = client(IdempotentRetries::new().policy(RetryPolicy::default().max_attempts(2)))
         .post(format!("{url}/busy"))
         .send()
         .await
@@ -601,7 +601,7 @@ async fn a_409_without_retry_after_is_asked_again_until_the_work_is_done() {
         .with_state(Arc::clone(&first_seen));
     let url = serve(router).await;
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(IdempotencyMiddleware::new())
+        .with(IdempotentRetries::new())
         .build();
     let started = std::time::Instant::now();
     let answer = client

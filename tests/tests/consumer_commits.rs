@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use idem_core::{Claim, CommitError, Engine, Failure};
 use idem_queue::{
-    commit_with_record, handler_fn, Action, Consumer, Handler, KeySource, Message, Outcome, Verdict,
+    commit_with_record, handler_fn, Action, Consumer, Handled, Handler, KeySource, Message, Verdict,
 };
 use idem_tests::Told;
 use serde::{Deserialize, Serialize};
@@ -66,14 +66,14 @@ async fn eight_copies_then_one<H: Handler>(consumer: Consumer<H>) -> Vec<Verdict
 fn assert_shipped_once(verdicts: &[Verdict]) {
     let executed = verdicts
         .iter()
-        .filter(|v| v.outcome == Outcome::Executed)
+        .filter(|v| v.handled == Handled::Executed)
         .count();
     assert_eq!(executed, 1, "{verdicts:?}");
     for verdict in verdicts {
         assert!(
             matches!(
-                verdict.outcome,
-                Outcome::Executed | Outcome::Replayed | Outcome::InFlight
+                verdict.handled,
+                Handled::Executed | Handled::Replayed | Handled::InFlight
             ),
             "{verdict:?}"
         );
@@ -83,7 +83,7 @@ fn assert_shipped_once(verdicts: &[Verdict]) {
         );
     }
     let last = verdicts.last().expect("the later copy");
-    assert_eq!(last.outcome, Outcome::Replayed, "answered from the record");
+    assert_eq!(last.handled, Handled::Replayed, "answered from the record");
     assert_eq!(last.action, Action::Ack);
 }
 

@@ -286,7 +286,7 @@ async fn a_holder_whose_claim_was_removed_by_force_debits_nothing() {
     let a_lease = idem_tests::claim(&store, &c, Duration::from_secs(30)).await;
     assert_eq!(
         store.remove(c.record_id(), false).await.expect("remove"),
-        Removal::InFlight,
+        Removal::RefusedInFlight,
         "refused without force"
     );
     assert_eq!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use idem_core::{Claim, Engine, Failure, IgnoredFields, MemoryStore, Policy};
 use idem_queue::{
-    handler_fn, Action, Backoff, BatchOptions, Consumer, Handler, KeySource, Message, Outcome,
+    handler_fn, Action, Backoff, BatchOptions, Consumer, Handled, Handler, KeySource, Message,
     Verdict,
 };
 use idem_tests::{DownStore, Told};
@@ -91,12 +91,12 @@ async fn an_order_delivered_twice_ships_once_and_both_deliveries_are_acked() {
     let (first, _) = tell(&consumer, order("o-1", "tea")).await;
     let (again, _) = tell(&consumer, order("o-1", "tea").delivered(2)).await;
     assert_eq!(
-        (first.outcome, first.action),
-        (Outcome::Executed, Action::Ack)
+        (first.handled, first.action),
+        (Handled::Executed, Action::Ack)
     );
     assert_eq!(
-        (again.outcome, again.action),
-        (Outcome::Replayed, Action::Ack)
+        (again.handled, again.action),
+        (Handled::Replayed, Action::Ack)
     );
     assert_eq!(shipped.load(Ordering::SeqCst), 1);
 }
@@ -112,7 +112,7 @@ async fn an_order_redelivered_a_day_later_is_acked_and_not_shipped_again() {
     // (kept a day) has expired, its trace has not.
     clock.advance(Duration::from_hours(24) + Duration::from_mins(1));
     let (late, action) = tell(&consumer, order("o-late", "tea").delivered(2)).await;
-    assert_eq!((late.outcome, action), (Outcome::Expired, Action::Ack));
+    assert_eq!((late.handled, action), (Handled::Expired, Action::Ack));
     assert_eq!(shipped.load(Ordering::SeqCst), 1, "shipped once");
 }
 
@@ -122,7 +122,7 @@ async fn an_order_id_reused_for_another_order_is_dead_lettered_and_never_run() {
     let consumer = shipper(Engine::new(MemoryStore::new()), Arc::clone(&shipped));
     tell(&consumer, order("o-1", "tea")).await;
     let (reused, action) = tell(&consumer, order("o-1", "coffee")).await;
-    assert_eq!(reused.outcome, Outcome::KeyReused);
+    assert_eq!(reused.handled, Handled::KeyReused);
     assert!(matches!(action, Action::DeadLetter { reason } if reason.contains("another payload")));
     assert_eq!(shipped.load(Ordering::SeqCst), 1);
 }
@@ -140,11 +140,11 @@ async fn an_order_resent_with_a_new_sent_at_is_answered_from_its_record_not_dead
     };
     tell(&consumer, stamped("10:00")).await;
     let (resent, action) = tell(&consumer, stamped("10:05")).await;
-    assert_eq!((resent.outcome, action), (Outcome::Replayed, Action::Ack));
+    assert_eq!((resent.handled, action), (Handled::Replayed, Action::Ack));
     let (reused, _) = tell(&consumer, order("o-1", "coffee")).await;
     assert_eq!(
-        reused.outcome,
-        Outcome::KeyReused,
+        reused.handled,
+        Handled::KeyReused,
         "other fields still count"
     );
     assert_eq!(shipped.load(Ordering::SeqCst), 1);
@@ -159,8 +159,8 @@ async fn a_transient_failure_is_redelivered_with_growing_backoff_then_dead_lette
         let (verdict, action) =
             tell(&consumer, order("o-2", "carrier-down").delivered(delivery)).await;
         assert_eq!(
-            verdict.outcome,
-            Outcome::FailedTransient("the carrier is unavailable".into())
+            verdict.handled,
+            Handled::FailedTransient("the carrier is unavailable".into())
         );
         match action {
             Action::Redeliver { after } => delays.push(after),
@@ -173,8 +173,8 @@ async fn a_transient_failure_is_redelivered_with_growing_backoff_then_dead_lette
     );
     let (last, action) = tell(&consumer, order("o-2", "carrier-down").delivered(3)).await;
     assert_eq!(
-        last.outcome,
-        Outcome::Poisoned("the carrier is unavailable".into())
+        last.handled,
+        Handled::Poisoned("the carrier is unavailable".into())
     );
     assert!(
         matches!(&action, Action::DeadLetter { reason } if reason == "failed on each of 3 deliveries; the last error: the carrier is unavailable"),
@@ -188,12 +188,12 @@ async fn a_final_failure_is_recorded_and_acked_and_its_redelivery_replays_it() {
     let (first, _) = tell(&consumer, order("o-3", "out-of-stock")).await;
     let (again, _) = tell(&consumer, order("o-3", "out-of-stock").delivered(2)).await;
     assert_eq!(
-        (first.outcome, first.action),
-        (Outcome::FailedFinal("out of stock".into()), Action::Ack)
+        (first.handled, first.action),
+        (Handled::FailedFinal("out of stock".into()), Action::Ack)
     );
     assert_eq!(
-        (again.outcome, again.action),
-        (Outcome::FailedFinal("out of stock".into()), Action::Ack)
+        (again.handled, again.action),
+        (Handled::FailedFinal("out of stock".into()), Action::Ack)
     );
 }
 
@@ -220,7 +220,7 @@ async fn a_duplicate_delivered_while_the_first_runs_is_not_acked_but_redelivered
         tokio::task::yield_now().await;
     }
     let (dup, action) = tell(&consumer, order("o-4", "slow").delivered(2)).await;
-    assert_eq!(dup.outcome, Outcome::InFlight);
+    assert_eq!(dup.handled, Handled::InFlight);
     // Not after the whole 10 s lease: with the backoff.
     assert_eq!(
         action,
@@ -229,7 +229,7 @@ async fn a_duplicate_delivered_while_the_first_runs_is_not_acked_but_redelivered
         }
     );
     let (first, _) = first.await.expect("first");
-    assert_eq!(first.outcome, Outcome::Executed);
+    assert_eq!(first.handled, Handled::Executed);
     assert_eq!(shipped.load(Ordering::SeqCst), 1);
 }
 
@@ -253,7 +253,7 @@ async fn a_message_that_cannot_be_run_is_dead_lettered_with_what_is_wrong() {
     ] {
         let (verdict, action) = tell(&consumer, message).await;
         assert!(
-            matches!(verdict.outcome, Outcome::Malformed(_)),
+            matches!(verdict.handled, Handled::Malformed(_)),
             "{verdict:?}"
         );
         assert!(
@@ -276,7 +276,7 @@ async fn a_store_that_stays_down_holds_the_delivery_then_redelivers_it_and_never
             "held while the store is down, up to the hold"
         );
         assert!(
-            matches!(verdict.outcome, Outcome::StoreUnavailable(_)),
+            matches!(verdict.handled, Handled::StoreUnavailable(_)),
             "{verdict:?}"
         );
         assert!(
@@ -291,7 +291,7 @@ async fn a_store_that_stays_down_holds_the_delivery_then_redelivers_it_and_never
     let (verdict, _) = tell(&impatient, order("o-6", "tea").delivered(50)).await;
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert!(
-        matches!(verdict.outcome, Outcome::StoreUnavailable(_)),
+        matches!(verdict.handled, Handled::StoreUnavailable(_)),
         "{verdict:?}"
     );
     assert_eq!(shipped.load(Ordering::SeqCst), 0);
@@ -306,13 +306,13 @@ async fn a_handler_that_panics_leaves_its_message_for_after_the_lease() {
     let consumer = shipper(engine, Arc::default());
     let (verdict, action) = tell(&consumer, order("o-7", "panic")).await;
     assert!(
-        matches!(&verdict.outcome, Outcome::Unknown(why) if why.contains("label printer")),
+        matches!(&verdict.handled, Handled::Unknown(why) if why.contains("label printer")),
         "{verdict:?}"
     );
     assert_eq!(action, Action::Redeliver { after: lease });
     // Its claim stays to its lease: a redelivery meanwhile is in flight.
     let (dup, _) = tell(&consumer, order("o-7", "panic").delivered(2)).await;
-    assert_eq!(dup.outcome, Outcome::InFlight);
+    assert_eq!(dup.handled, Handled::InFlight);
 }
 
 #[tokio::test]
@@ -403,9 +403,9 @@ async fn an_order_delivered_twice_in_one_batch_ships_once_and_both_deliveries_ar
         .collect();
     assert_eq!(verdicts.len(), 3, "{report:?}");
     assert_eq!(report.failures(), Vec::<usize>::new(), "{report:?}");
-    assert_eq!(verdicts[0].outcome, Outcome::Executed);
-    assert_eq!(verdicts[1].outcome, Outcome::Executed);
-    assert_eq!(verdicts[2].outcome, Outcome::Replayed);
+    assert_eq!(verdicts[0].handled, Handled::Executed);
+    assert_eq!(verdicts[1].handled, Handled::Executed);
+    assert_eq!(verdicts[2].handled, Handled::Replayed);
     assert!(
         verdicts.iter().all(|v| v.action == Action::Ack),
         "{verdicts:?}"

@@ -320,7 +320,7 @@ async fn both_say(
         Op::Remove { key, force } => {
             let answer = match store.remove(&id(key), force).await.map_err(|e| fail(&e))? {
                 Removal::Removed => Said::Removed,
-                Removal::InFlight => Said::RemoveRefused,
+                Removal::RefusedInFlight => Said::RemoveRefused,
                 Removal::Absent => Said::Absent,
             };
             (answer, said(model.step(key, Event::Remove { force })))

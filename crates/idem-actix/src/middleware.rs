@@ -60,23 +60,23 @@ where
 async fn handle<S, B>(
     service: Rc<S>,
     engine: Engine,
-    config: Arc<Coverage<Actix>>,
+    coverage: Arc<Coverage<Actix>>,
     mut req: ServiceRequest,
 ) -> Answer
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
     B: MessageBody + 'static,
 {
-    if !config.methods.contains(req.method()) {
+    if !coverage.methods.contains(req.method()) {
         return pass(service.call(req).await);
     }
-    let values = req.headers().get_all(config.key_header.as_str());
-    let key = match config.key_decision(values.map(HeaderValue::as_bytes)) {
+    let values = req.headers().get_all(coverage.key_header.as_str());
+    let key = match coverage.key_decision(values.map(HeaderValue::as_bytes)) {
         KeyDecision::Key(key) => key,
         KeyDecision::PassThrough => return pass(service.call(req).await),
         KeyDecision::Refuse(problem) => return Ok(answer(req, &problem)),
     };
-    let scope = match (config.scope)(&req) {
+    let scope = match (coverage.scope)(&req) {
         Ok(scope) => scope,
         Err(status) => return Ok(req.into_response(HttpResponse::new(status))),
     };
@@ -98,8 +98,8 @@ where
         scope,
         key,
         payload_body(payload),
-        config.max_request_body,
-        &config.ignored_fields,
+        coverage.max_request_body,
+        &coverage.ignored_fields,
     )
     .await;
     let (call, bytes) = match read {
@@ -113,15 +113,20 @@ where
     let waiting = Rc::new(Cell::new(Some(req)));
     let after: Rc<Cell<Option<HttpRequest>>> = Rc::new(Cell::new(None));
     let (waiting_op, after_op) = (Rc::clone(&waiting), Rc::clone(&after));
-    let answer = respond(engine, call, config.settings(), move |_claim| async move {
-        let Some(req) = waiting_op.take() else {
-            return Ok(problem_response(&Problem::handler_failed()));
-        };
-        let res = service.call(req).await?;
-        let (req, response) = res.into_parts();
-        after_op.set(Some(req));
-        Ok(response.map_into_boxed_body())
-    })
+    let answer = respond(
+        engine,
+        call,
+        coverage.settings(),
+        move |_claim| async move {
+            let Some(req) = waiting_op.take() else {
+                return Ok(problem_response(&Problem::handler_failed()));
+            };
+            let res = service.call(req).await?;
+            let (req, response) = res.into_parts();
+            after_op.set(Some(req));
+            Ok(response.map_into_boxed_body())
+        },
+    )
     .await?;
     match waiting
         .take()

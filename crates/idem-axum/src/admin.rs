@@ -235,7 +235,7 @@ async fn remove_inner(engine: &Engine, query: Option<&str>) -> Result<Response, 
             tracing::info!(target: "idem", record = %id, scope = scope.as_str(), force = target.force, "record removed by an operator");
             Ok(Json(json!({ "record_id": id.to_hex(), "removed": true })).into_response())
         }
-        Removal::InFlight => Err(Problem::new(
+        Removal::RefusedInFlight => Err(Problem::new(
             ProblemKind::InFlight,
             "the record is in flight: its request may still be running, and removing it would \
              let a retry run it a second time; wait for it to finish, or add `force=true` if its \

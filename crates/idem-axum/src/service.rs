@@ -59,24 +59,24 @@ where
 async fn handle<S>(
     mut inner: S,
     engine: Engine,
-    config: &Coverage<Axum>,
+    coverage: &Coverage<Axum>,
     req: Request<Body>,
 ) -> Response
 where
     S: Service<Request<Body>, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
 {
-    if !config.methods.contains(req.method()) {
+    if !coverage.methods.contains(req.method()) {
         return pass(inner.call(req).await);
     }
-    let values = req.headers().get_all(&config.key_header);
-    let key = match config.key_decision(values.iter().map(HeaderValue::as_bytes)) {
+    let values = req.headers().get_all(&coverage.key_header);
+    let key = match coverage.key_decision(values.iter().map(HeaderValue::as_bytes)) {
         KeyDecision::Key(key) => key,
         KeyDecision::PassThrough => return pass(inner.call(req).await),
         KeyDecision::Refuse(problem) => return Problem::from(problem).into_response(),
     };
     let (parts, body) = req.into_parts();
-    let scope = match (config.scope)(&parts) {
+    let scope = match (coverage.scope)(&parts) {
         Ok(scope) => scope,
         Err(status) => return status.into_response(),
     };
@@ -102,21 +102,26 @@ where
         scope,
         key,
         body,
-        config.max_request_body,
-        &config.ignored_fields,
+        coverage.max_request_body,
+        &coverage.ignored_fields,
     )
     .await
     {
         Ok(read) => read,
         Err(problem) => return Problem::from(problem).into_response(),
     };
-    respond::respond(engine, call, config.settings(), move |_claim| async move {
-        pass(
-            inner
-                .call(Request::from_parts(parts, Body::from(bytes)))
-                .await,
-        )
-    })
+    respond::respond(
+        engine,
+        call,
+        coverage.settings(),
+        move |_claim| async move {
+            pass(
+                inner
+                    .call(Request::from_parts(parts, Body::from(bytes)))
+                    .await,
+            )
+        },
+    )
     .await
 }
 

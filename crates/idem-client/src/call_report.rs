@@ -8,13 +8,13 @@ pub struct CallReport {
     /// The key every attempt carried.
     pub key: String,
     /// Whether the key was derived from the claim of the operation that
-    /// made the request ([`IdempotencyMiddleware::propagate`](crate::IdempotencyMiddleware::propagate)).
+    /// made the request ([`IdempotentRetries::propagate`](crate::IdempotentRetries::propagate)).
     pub derived: bool,
     /// How many attempts were made, the first included.
     pub attempts: u32,
     /// Whether the answer is a replay of an earlier attempt's outcome
     /// (`Idempotent-Replayed: true`, or the header named by
-    /// [`IdempotencyMiddleware::replay_header`](crate::IdempotencyMiddleware::replay_header)):
+    /// [`IdempotentRetries::replay_header`](crate::IdempotentRetries::replay_header)):
     /// the request had run before.
     pub replayed: bool,
 }

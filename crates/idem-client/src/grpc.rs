@@ -24,7 +24,7 @@ use idem_core::Claim;
 use crate::call_failed::{never_reached, CallFailed};
 use crate::call_report::CallReport;
 use crate::key::KeyMint;
-use crate::policy::{Attempt, Decision, RetryPolicy};
+use crate::policy::{Attempt, NextAttempt, RetryPolicy};
 
 /// A tower layer for tonic clients: `ServiceBuilder::new()
 /// .layer(GrpcIdempotencyLayer::new()).service(channel)`, then the
@@ -104,7 +104,7 @@ impl GrpcIdempotencyLayer {
     /// Whether a call made from inside an idempotent operation carries a
     /// key derived from the operation's claim and the method's path
     /// (`Claim::downstream_key`), instead of a new one (default `false`);
-    /// see [`IdempotencyMiddleware::propagate`](crate::IdempotencyMiddleware::propagate).
+    /// see [`IdempotentRetries::propagate`](crate::IdempotentRetries::propagate).
     #[must_use]
     pub fn propagate(mut self, propagate: bool) -> Self {
         self.config_mut().propagate = propagate;
@@ -213,7 +213,7 @@ where
                 .policy
                 .decide(made, started.elapsed(), attempted, rand::random::<f64>());
         match decision {
-            Decision::Stop => {
+            NextAttempt::Stop => {
                 let result = result.map_err(|e| -> BoxError {
                     Box::new(CallFailed::new(key.clone(), made, may_have_run, e))
                 });
@@ -229,7 +229,7 @@ where
                     response
                 });
             }
-            Decision::RetryAfter(pause) => {
+            NextAttempt::RetryAfter(pause) => {
                 tracing::debug!(target: "idem", key = %key, attempt = made, pause_ms = pause.as_millis(), "retrying the call with the same idempotency key");
                 tokio::time::sleep(pause).await;
             }

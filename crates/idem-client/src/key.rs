@@ -55,7 +55,7 @@ impl Key {
 
 /// The name of a downstream call site, as a request extension, for a
 /// middleware that propagates keys
-/// ([`IdempotencyMiddleware::propagate`](crate::IdempotencyMiddleware::propagate)):
+/// ([`IdempotentRetries::propagate`](crate::IdempotentRetries::propagate)):
 /// the key is derived from the current claim and this name. Name each call
 /// an operation makes once (`"charge"`, `"ship"`); without it the name is
 /// the method and URL, which must then not carry per-call values.

@@ -3,7 +3,7 @@
 //! The caller's half of idem. Exactly-once needs both ends: the server runs
 //! a request once per key; the caller must send one key per logical
 //! request, the same on every retry, and retry only what is safe.
-//! [`IdempotencyMiddleware`] does that for a `reqwest` client through
+//! [`IdempotentRetries`] does that for a `reqwest` client through
 //! `reqwest-middleware`:
 //!
 //! - one key per logical request, minted before the first attempt (random
@@ -20,7 +20,7 @@
 //!   attempts, whether the answer is a replay, and idem's problems as a
 //!   typed [`ProblemError`];
 //! - opt-in, keys that follow the work downstream
-//!   ([`IdempotencyMiddleware::propagate`]): a request sent from inside an
+//!   ([`IdempotentRetries::propagate`]): a request sent from inside an
 //!   idempotent operation carries a key derived from the operation's
 //!   claim and its [`CallSite`], so that a takeover's repeated downstream
 //!   call is answered by the downstream service with its first outcome;
@@ -43,7 +43,7 @@ pub use call_report::CallReport;
 pub use grpc::{GrpcIdempotency, GrpcIdempotencyLayer};
 pub use idem_http::ProblemKind;
 pub use key::{CallSite, Key, KeyMint};
-pub use middleware::IdempotencyMiddleware;
-pub use policy::{Attempt, Decision, RetryPolicy};
+pub use middleware::IdempotentRetries;
+pub use policy::{Attempt, NextAttempt, RetryPolicy};
 pub use problem_error::ProblemError;
 pub use response_ext::ResponseExt;

@@ -1,4 +1,4 @@
-//! `IdempotencyMiddleware`: one key per logical request, minted before the
+//! `IdempotentRetries`: one key per logical request, minted before the
 //! first attempt and sent with every retry.
 
 use std::time::Duration;
@@ -14,7 +14,7 @@ use idem_core::Claim;
 use crate::call_failed::{never_reached, CallFailed};
 use crate::call_report::CallReport;
 use crate::key::{CallSite, Key, KeyMint};
-use crate::policy::{Attempt, Decision, RetryPolicy};
+use crate::policy::{Attempt, NextAttempt, RetryPolicy};
 
 /// A `reqwest-middleware` middleware that makes a caller's retries safe.
 ///
@@ -30,11 +30,11 @@ use crate::policy::{Attempt, Decision, RetryPolicy};
 /// key: it cannot be sent again.
 ///
 /// ```no_run
-/// use idem_client::{IdempotencyMiddleware, ResponseExt};
+/// use idem_client::{IdempotentRetries, ResponseExt};
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-///     .with(IdempotencyMiddleware::new())
+///     .with(IdempotentRetries::new())
 ///     .build();
 /// let answer = client
 ///     .post("http://127.0.0.1:3000/accounts/acct-1/debits")
@@ -49,7 +49,7 @@ use crate::policy::{Attempt, Decision, RetryPolicy};
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub struct IdempotencyMiddleware {
+pub struct IdempotentRetries {
     header: HeaderName,
     replayed: HeaderName,
     methods: Vec<Method>,
@@ -58,13 +58,13 @@ pub struct IdempotencyMiddleware {
     propagate: bool,
 }
 
-impl Default for IdempotencyMiddleware {
+impl Default for IdempotentRetries {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl IdempotencyMiddleware {
+impl IdempotentRetries {
     /// Keys in `Idempotency-Key` for `POST` and `PATCH`, random UUIDs, the
     /// default [`RetryPolicy`].
     pub fn new() -> Self {
@@ -184,7 +184,7 @@ fn attempt_of(result: &reqwest_middleware::Result<Response>) -> Option<Attempt> 
 }
 
 #[async_trait::async_trait]
-impl Middleware for IdempotencyMiddleware {
+impl Middleware for IdempotentRetries {
     async fn handle(
         &self,
         mut req: Request,
@@ -218,13 +218,13 @@ impl Middleware for IdempotencyMiddleware {
                     self.policy
                         .decide(made, started.elapsed(), attempt, rand::random::<f64>())
                 }
-                None => Decision::Stop,
+                None => NextAttempt::Stop,
             };
             match decision {
-                Decision::Stop => {
+                NextAttempt::Stop => {
                     return annotate(result, key, derived, (made, may_have_run), &self.replayed)
                 }
-                Decision::RetryAfter(pause) => {
+                NextAttempt::RetryAfter(pause) => {
                     tracing::debug!(target: "idem", key = %key, attempt = made, pause_ms = pause.as_millis(), "retrying with the same idempotency key");
                     tokio::time::sleep(pause).await;
                 }

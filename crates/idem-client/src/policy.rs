@@ -21,7 +21,7 @@ pub enum Attempt {
 
 /// What to do after an attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum NextAttempt {
     /// Send the same request, with the same key, after this pause.
     RetryAfter(Duration),
     /// Hand this attempt's result to the caller.
@@ -159,7 +159,13 @@ impl RetryPolicy {
     /// What to do after attempt number `made` (1 for the first) gave
     /// `attempt`, `elapsed` after the first attempt started. `jitter` is a
     /// random number in `[0, 1)`, which scales the backoff pause.
-    pub fn decide(&self, made: u32, elapsed: Duration, attempt: Attempt, jitter: f64) -> Decision {
+    pub fn decide(
+        &self,
+        made: u32,
+        elapsed: Duration,
+        attempt: Attempt,
+        jitter: f64,
+    ) -> NextAttempt {
         // In flight, and no word on when: the work runs on; bounded by
         // the deadline (and a cap), not the few quick attempts.
         let in_flight_unsaid = matches!(
@@ -175,7 +181,7 @@ impl RetryPolicy {
             self.max_attempts
         };
         if made >= most || !self.retries(attempt) {
-            return Decision::Stop;
+            return NextAttempt::Stop;
         }
         let pause = if let Attempt::Answer {
             retry_after: Some(after),
@@ -194,9 +200,9 @@ impl RetryPolicy {
             }
         };
         if elapsed.saturating_add(pause) >= self.deadline {
-            return Decision::Stop;
+            return NextAttempt::Stop;
         }
-        Decision::RetryAfter(pause)
+        NextAttempt::RetryAfter(pause)
     }
 }
 
@@ -236,8 +242,8 @@ mod tests {
                 made += 1;
                 elapsed += Duration::from_millis(took_ms);
                 match policy.decide(made, elapsed, attempt, jitter) {
-                    Decision::Stop => break,
-                    Decision::RetryAfter(pause) => {
+                    NextAttempt::Stop => break,
+                    NextAttempt::RetryAfter(pause) => {
                         let unsaid_in_flight = matches!(
                             attempt,
                             Attempt::Answer { status: 409 | 425, retry_after: None }
@@ -269,10 +275,10 @@ mod tests {
         fn pauses_are_capped(made in 1u32..40, jitter in 0.0f64..1.0, after in prop::option::of(0u64..10_000)) {
             let policy = RetryPolicy::default().max_attempts(64).deadline(Duration::from_secs(100_000));
             let attempt = Attempt::Answer { status: 503, retry_after: after.map(Duration::from_secs) };
-            if let Decision::RetryAfter(pause) = policy.decide(made, Duration::ZERO, attempt, jitter) {
+            if let NextAttempt::RetryAfter(pause) = policy.decide(made, Duration::ZERO, attempt, jitter) {
                 prop_assert!(pause <= Duration::from_secs(10));
             }
-            if let Decision::RetryAfter(pause) = policy.decide(made, Duration::ZERO, Attempt::NoAnswer, jitter) {
+            if let NextAttempt::RetryAfter(pause) = policy.decide(made, Duration::ZERO, Attempt::NoAnswer, jitter) {
                 prop_assert!(pause <= Duration::from_secs(5));
             }
         }
@@ -288,7 +294,7 @@ mod tests {
             };
             assert_eq!(
                 policy.decide(1, Duration::ZERO, attempt, 0.5),
-                Decision::Stop,
+                NextAttempt::Stop,
                 "{status}"
             );
         }
@@ -298,7 +304,7 @@ mod tests {
         };
         assert_eq!(
             policy.decide(1, Duration::ZERO, in_flight, 0.5),
-            Decision::RetryAfter(Duration::from_secs(1))
+            NextAttempt::RetryAfter(Duration::from_secs(1))
         );
     }
 }

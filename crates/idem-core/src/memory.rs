@@ -426,7 +426,7 @@ impl Store for MemoryStore {
     async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
         match self.run(id, Event::Remove { force })? {
             Answer::Removed => Ok(Removal::Removed),
-            Answer::RemoveRefused => Ok(Removal::InFlight),
+            Answer::RemoveRefused => Ok(Removal::RefusedInFlight),
             Answer::Absent => Ok(Removal::Absent),
             other => Err(unexpected(&other)),
         }

@@ -186,8 +186,9 @@ pub enum RecordInfoState {
 pub enum Removal {
     /// The record was ended: the next request with its key runs again.
     Removed,
-    /// The record is in flight and removal was not forced: nothing changed.
-    InFlight,
+    /// Refused: the record is in flight and removal was not forced; nothing
+    /// changed.
+    RefusedInFlight,
     /// There is no live record: nothing changed.
     Absent,
 }

@@ -14,7 +14,7 @@ use crate::consumer::{Consumer, Prepared};
 use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
-use crate::verdict::{Action, Outcome, Verdict};
+use crate::verdict::{Action, Handled, Verdict};
 
 /// Hands `batch` (the deliveries a broker had ready) to a task of
 /// `running`, run as one batch, each delivery settled as soon as its
@@ -173,7 +173,7 @@ impl<H: Handler> Consumer<H> {
                 None => self.handle_prepared(delivery, prepared).await,
                 Some(after) => {
                     let verdict = Verdict {
-                        outcome: Outcome::FailedTransient(
+                        handled: Handled::FailedTransient(
                             "held back behind an earlier message of its group".to_owned(),
                         ),
                         action: Action::Redeliver { after },

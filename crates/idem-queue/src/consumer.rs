@@ -17,7 +17,7 @@ use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::key_source::KeySource;
 use crate::message::Message;
-use crate::verdict::{Action, Outcome, Verdict};
+use crate::verdict::{Action, Handled, Verdict};
 
 /// Runs a [`Handler`] for each delivered message under idem's engine, and
 /// says what the broker must do with the message:
@@ -225,7 +225,7 @@ impl<H: Handler> Consumer<H> {
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".to_owned());
-            tracing::error!(target: "idem", operation = %self.operation, panic = %what, "the handler panicked; its outcome is unknown and its claim is kept to its lease");
+            tracing::error!(target: "idem", operation = %self.operation, panic = %what, "the handler panicked; its handled is unknown and its claim is kept to its lease");
             self.unknown(format!("the handler panicked: {what}"))
         })
     }
@@ -236,7 +236,7 @@ impl<H: Handler> Consumer<H> {
     async fn run(&self, message: &Message, prepared: Prepared<H::Input>) -> Verdict {
         let (mut call, mut input) = match prepared {
             Ok(prepared) => prepared,
-            Err(why) => return dead(Outcome::Malformed(why.clone()), why),
+            Err(why) => return dead(Handled::Malformed(why.clone()), why),
         };
         let held = tokio::time::Instant::now();
         let mut tries = 0;
@@ -269,7 +269,7 @@ impl<H: Handler> Consumer<H> {
                     // Nothing ran: the input is read again from the message.
                     (call, input) = match self.call(message) {
                         Ok(prepared) => prepared,
-                        Err(why) => return dead(Outcome::Malformed(why.clone()), why),
+                        Err(why) => return dead(Handled::Malformed(why.clone()), why),
                     };
                     continue;
                 }
@@ -314,71 +314,71 @@ impl<H: Handler> Consumer<H> {
         recorded: bool,
     ) -> Verdict {
         let backoff = self.backoff.after(message.deliveries);
-        let later = |outcome| Verdict {
-            outcome,
+        let later = |handled| Verdict {
+            handled,
             action: Action::Redeliver { after: backoff },
         };
-        let ack = |outcome| Verdict {
-            outcome,
+        let ack = |handled| Verdict {
+            handled,
             action: Action::Ack,
         };
         match ran {
-            Ok(Ran::Executed(_)) if recorded => ack(Outcome::Executed),
-            Ok(Ran::Executed(_)) => later(Outcome::RecordPending),
-            Ok(Ran::Replayed(_)) => ack(Outcome::Replayed),
-            Err(Error::Failed(Ran::Replayed(e))) => ack(Outcome::FailedFinal(e.to_string())),
+            Ok(Ran::Executed(_)) if recorded => ack(Handled::Executed),
+            Ok(Ran::Executed(_)) => later(Handled::RecordPending),
+            Ok(Ran::Replayed(_)) => ack(Handled::Replayed),
+            Err(Error::Failed(Ran::Replayed(e))) => ack(Handled::FailedFinal(e.to_string())),
             Err(Error::Failed(Ran::Executed(e))) if e.is_final() && recorded => {
-                ack(Outcome::FailedFinal(e.to_string()))
+                ack(Handled::FailedFinal(e.to_string()))
             }
-            Err(Error::Failed(Ran::Executed(e))) if e.is_final() => later(Outcome::RecordPending),
+            Err(Error::Failed(Ran::Executed(e))) if e.is_final() => later(Handled::RecordPending),
             Err(Error::Failed(Ran::Executed(e))) if message.deliveries >= self.max_deliveries => {
                 let reason = format!(
                     "failed on each of {} deliveries; the last error: {e}",
                     message.deliveries
                 );
-                dead(Outcome::Poisoned(e.to_string()), reason)
+                dead(Handled::Poisoned(e.to_string()), reason)
             }
-            Err(Error::Failed(Ran::Executed(e))) => later(Outcome::FailedTransient(e.to_string())),
+            Err(Error::Failed(Ran::Executed(e))) => later(Handled::FailedTransient(e.to_string())),
             // Looked at again with the backoff, and no later than the
             // holder's lease ends: soon after the holder records, its
             // record answers.
             Err(Error::InFlight { retry_after }) => Verdict {
-                outcome: Outcome::InFlight,
+                handled: Handled::InFlight,
                 action: Action::Redeliver {
                     after: self.backoff.bounded(retry_after.min(backoff)),
                 },
             },
             Err(Error::Mismatch) => dead(
-                Outcome::KeyReused,
+                Handled::KeyReused,
                 "the message's key was used before for another payload; it was not run".to_owned(),
             ),
             // It ran before: done with, though its result is gone.
-            Err(Error::Expired) => ack(Outcome::Expired),
-            Err(Error::Store(e)) => later(Outcome::StoreUnavailable(e.to_string())),
+            Err(Error::Expired) => ack(Handled::Expired),
+            Err(Error::Store(e)) => later(Handled::StoreUnavailable(e.to_string())),
             Err(Error::LeaseLost) => {
                 // Another delivery took the claim over; its record answers
                 // the next delivery.
-                later(Outcome::Unknown(
+                later(Handled::Unknown(
                     "the claim was lost while the handler ran".to_owned(),
                 ))
             }
             // Written by a newer version mid-rollout: an upgraded consumer
             // reads it.
-            Err(Error::Codec(e)) if e.is_newer_format() => later(Outcome::Unknown(e.to_string())),
+            Err(Error::Codec(e)) if e.is_newer_format() => later(Handled::Unknown(e.to_string())),
             Err(Error::Codec(e)) => dead(
-                Outcome::Unknown(e.to_string()),
+                Handled::Unknown(e.to_string()),
                 format!("the handler's result cannot be recorded or read back: {e}"),
             ),
             Err(Error::InvalidKey(e)) => {
                 let why = format!("the message's key is not a valid idempotency key: {e}");
-                dead(Outcome::Malformed(why.clone()), why)
+                dead(Handled::Malformed(why.clone()), why)
             }
             Err(Error::Fingerprint(e)) => {
                 let why = format!("the payload cannot be fingerprinted: {e}");
-                dead(Outcome::Malformed(why.clone()), why)
+                dead(Handled::Malformed(why.clone()), why)
             }
             // A kind of error this version does not know: not acked.
-            Err(other) => later(Outcome::Unknown(other.to_string())),
+            Err(other) => later(Handled::Unknown(other.to_string())),
         }
     }
 
@@ -386,7 +386,7 @@ impl<H: Handler> Consumer<H> {
     /// message comes back once the lease is over.
     fn unknown(&self, why: String) -> Verdict {
         Verdict {
-            outcome: Outcome::Unknown(why),
+            handled: Handled::Unknown(why),
             action: Action::Redeliver {
                 after: self.engine.policy().lease_value(),
             },
@@ -394,9 +394,9 @@ impl<H: Handler> Consumer<H> {
     }
 }
 
-fn dead(outcome: Outcome, reason: String) -> Verdict {
+fn dead(handled: Handled, reason: String) -> Verdict {
     Verdict {
-        outcome,
+        handled,
         action: Action::DeadLetter { reason },
     }
 }

@@ -85,7 +85,7 @@ pub use idem_core::{shutdown_on_signals, CancellationToken};
 pub use key_source::KeySource;
 pub use message::Message;
 pub use running::{Running, DEFAULT_DRAIN};
-pub use verdict::{Action, Outcome, Verdict};
+pub use verdict::{Action, Handled, Verdict};
 
 /// The AMQP client the RabbitMQ adapter is built on, re-exported so that
 /// your connection's types are the ones it takes.

@@ -25,7 +25,7 @@ pub enum Action {
 
 /// What happened to a delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Handled {
     /// The handler ran now and its result is recorded.
     Executed,
     /// The message had taken effect before; its record answered.
@@ -62,7 +62,7 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// What happened.
-    pub outcome: Outcome,
+    pub handled: Handled,
     /// What the broker is told.
     pub action: Action,
 }
@@ -77,9 +77,9 @@ impl Verdict {
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.action {
-            Action::Ack => write!(f, "ack ({:?})", self.outcome),
+            Action::Ack => write!(f, "ack ({:?})", self.handled),
             Action::Redeliver { after } => {
-                write!(f, "redeliver after {after:?} ({:?})", self.outcome)
+                write!(f, "redeliver after {after:?} ({:?})", self.handled)
             }
             Action::DeadLetter { reason } => write!(f, "dead-letter: {reason}"),
         }

@@ -84,7 +84,7 @@ pub(crate) fn inspected(reply: &Value) -> Result<Option<RecordInfo>, StoreError>
 pub(crate) fn removed(reply: &Value) -> Result<Removal, StoreError> {
     match reply {
         Value::Int(1) => Ok(Removal::Removed),
-        Value::Int(2) => Ok(Removal::InFlight),
+        Value::Int(2) => Ok(Removal::RefusedInFlight),
         Value::Int(0) => Ok(Removal::Absent),
         other => Err(StoreError::corrupt(format!(
             "redis remove: unexpected reply {other:?}"

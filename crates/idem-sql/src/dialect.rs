@@ -12,7 +12,7 @@ use sqlx::{Database, Pool, Transaction};
 
 /// What a claim's statement found.
 #[derive(Debug)]
-pub enum Claimed {
+pub enum ClaimFound {
     /// The record was new or no longer live: claimed, with this fencing
     /// token (machine rows: none | begin -> Acquired).
     Granted(i64),
@@ -166,7 +166,7 @@ pub trait Dialect: Database {
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease_us: i64,
-    ) -> impl Future<Output = Result<Claimed, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<ClaimFound, sqlx::Error>> + Send;
 
     /// Completes `id` with `outcome` for `ttl_us` if `token` holds its live
     /// claim, on `conn` (a pool's connection or the operation's

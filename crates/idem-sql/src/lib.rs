@@ -28,7 +28,7 @@ mod transitions;
 mod turns;
 mod wakes;
 
-pub use dialect::{Claimed, Columns, Dialect, Ended, Found, Heard, Listener, Purged};
+pub use dialect::{ClaimFound, Columns, Dialect, Ended, Found, Heard, Listener, Purged};
 pub use names::InvalidName;
 pub use record_row::RecordRow;
 pub use sql_store::{SqlStore, DEFAULT_TRACE};

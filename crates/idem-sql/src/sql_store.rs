@@ -361,7 +361,7 @@ impl<D: Dialect> Store for SqlStore<D> {
                 self.wake(id);
                 Removal::Removed
             }
-            (false, true) => Removal::InFlight,
+            (false, true) => Removal::RefusedInFlight,
             (false, false) => Removal::Absent,
         })
     }

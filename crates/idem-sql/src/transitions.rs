@@ -11,7 +11,7 @@ use idem_core::{
 };
 use sqlx::Pool;
 
-use crate::dialect::{Claimed, Columns, Dialect};
+use crate::dialect::{ClaimFound, Columns, Dialect};
 use crate::wakes::Wakes;
 
 /// How many times a claim is sent again when the record changed between
@@ -39,14 +39,14 @@ pub(crate) async fn begin<D: Dialect>(
             .await
             .map_err(|e| D::error("begin", e))?
         {
-            Claimed::Again => continue,
-            Claimed::Granted(token) => {
+            ClaimFound::Again => continue,
+            ClaimFound::Granted(token) => {
                 return Ok(Begin::Acquired(Lease {
                     token: FencingToken(u64::try_from(token).unwrap_or(0)),
                     duration: lease,
                 }))
             }
-            Claimed::Found(found) => found,
+            ClaimFound::Found(found) => found,
         };
         newer::<D>(found.format)?;
         // in flight, completed or traced, other fingerprint | begin -> Mismatch.

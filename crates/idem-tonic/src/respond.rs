@@ -32,14 +32,14 @@ pub(crate) struct Answers<E> {
 }
 
 impl<E> Answers<E> {
-    pub(crate) fn new(config: &Coverage<Tonic>) -> Self {
+    pub(crate) fn new(coverage: &Coverage<Tonic>) -> Self {
         // The layer's bounds; a gRPC answer's record policy is `record`.
         let mut settings = Settings::default();
-        settings.max_request_body = config.max_request_body;
-        settings.max_response_body = config.max_response_body;
+        settings.max_request_body = coverage.max_request_body;
+        settings.max_response_body = coverage.max_response_body;
         Self {
             settings,
-            record: config.record,
+            record: coverage.record,
             error: PhantomData,
         }
     }

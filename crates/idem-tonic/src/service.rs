@@ -30,7 +30,7 @@ use crate::respond::Answers;
 pub struct IdempotencyService<S> {
     pub(crate) inner: S,
     pub(crate) engine: Engine,
-    pub(crate) config: Arc<Coverage<Tonic>>,
+    pub(crate) coverage: Arc<Coverage<Tonic>>,
 }
 
 impl<S> fmt::Debug for IdempotencyService<S> {
@@ -62,15 +62,15 @@ where
         // ready, serves this call.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let (engine, config) = (self.engine.clone(), Arc::clone(&self.config));
-        Box::pin(handle(inner, engine, config, req))
+        let (engine, coverage) = (self.engine.clone(), Arc::clone(&self.coverage));
+        Box::pin(handle(inner, engine, coverage, req))
     }
 }
 
 async fn handle<S, B>(
     mut inner: S,
     engine: Engine,
-    config: Arc<Coverage<Tonic>>,
+    coverage: Arc<Coverage<Tonic>>,
     req: Request<Body>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -82,17 +82,17 @@ where
 {
     let started = tokio::time::Instant::now();
     let path = req.uri().path();
-    if !config.methods.iter().any(|m| m == path) {
+    if !coverage.methods.iter().any(|m| m == path) {
         return inner.call(req).await.map(|r| r.map(Body::new));
     }
     let deadline = grpc_timeout(req.headers()).map(|d| started + d.saturating_sub(AHEAD));
-    let values = req.headers().get_all(&config.key_header);
-    let key = match config.key_decision(values.iter().map(HeaderValue::as_bytes)) {
+    let values = req.headers().get_all(&coverage.key_header);
+    let key = match coverage.key_decision(values.iter().map(HeaderValue::as_bytes)) {
         KeyDecision::Key(key) => key,
         KeyDecision::PassThrough => return inner.call(req).await.map(|r| r.map(Body::new)),
         KeyDecision::Refuse(problem) => return Ok(answer::response(&problem)),
     };
-    let (call, parts, bytes) = match read_call(&config, key, req).await {
+    let (call, parts, bytes) = match read_grpc_call(&coverage, key, req).await {
         Ok(read) => read,
         Err(refused) => return Ok(refused),
     };
@@ -105,7 +105,7 @@ where
         let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
         inner.call(request).await.map(|r| r.map(Body::new))
     };
-    let answered = idem_http::respond(Answers::new(&config), engine, call, method);
+    let answered = idem_http::respond(Answers::new(&coverage), engine, call, method);
     match deadline {
         None => answered.await,
         // Dropped at the deadline, the call goes on on a task of its own
@@ -119,13 +119,13 @@ where
 /// Reads a covered call with its `key`: its message (bounded, decompressed
 /// if idem reads its encoding), its scope, and its fingerprint. `Err` is the
 /// answer to a call refused before anything runs.
-async fn read_call(
-    config: &Coverage<Tonic>,
+async fn read_grpc_call(
+    coverage: &Coverage<Tonic>,
     key: IdempotencyKey,
     req: Request<Body>,
 ) -> Result<(Call, http::request::Parts, Bytes), Response<Body>> {
     let (parts, body) = req.into_parts();
-    let bytes = match read_request_body(None, body, config.max_request_body).await {
+    let bytes = match read_request_body(None, body, coverage.max_request_body).await {
         Ok(bytes) => bytes,
         Err(problem) => return Err(answer::response(&problem)),
     };
@@ -143,11 +143,11 @@ async fn read_call(
         .get("grpc-encoding")
         .map(HeaderValue::as_bytes);
     let (readable, still_compressed) = if message.compressed {
-        match readable(encoding, message.bytes, config.max_request_body) {
+        match readable(encoding, message.bytes, coverage.max_request_body) {
             Ok(read) => read,
             Err(Unreadable::TooLarge) => {
                 return Err(answer::response(&Problem::too_large(
-                    config.max_request_body,
+                    coverage.max_request_body,
                 )))
             }
             Err(Unreadable::Corrupt(what)) => {
@@ -160,7 +160,7 @@ async fn read_call(
     } else {
         (Cow::Borrowed(message.bytes), false)
     };
-    let scope = match (config.scope)(&parts, &readable) {
+    let scope = match (coverage.scope)(&parts, &readable) {
         Ok(scope) => scope,
         Err(status) => return Err(status.into_http()),
     };
@@ -197,7 +197,7 @@ impl TowerAdapter for Tonic {
         IdempotencyService {
             inner,
             engine: idempotency.engine().clone(),
-            config: Arc::clone(idempotency.coverage()),
+            coverage: Arc::clone(idempotency.coverage()),
         }
     }
 }

@@ -54,7 +54,7 @@ pub async fn remove_refuses_a_claim_unless_forced(store: Arc<dyn Store>) {
     let old = acquire(&*store, &id, 1, LONG).await;
     assert_eq!(
         store.remove(&id, false).await.expect("remove"),
-        Removal::InFlight
+        Removal::RefusedInFlight
     );
     assert!(
         matches!(

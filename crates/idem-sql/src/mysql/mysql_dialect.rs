@@ -8,7 +8,7 @@ use idem_core::{Fingerprint, RecordId, StoreError};
 use sqlx::mysql::{MySqlArguments, MySqlPool};
 use sqlx::{AssertSqlSafe, MySql, Row};
 
-use crate::dialect::{Claimed, Dialect};
+use crate::dialect::{ClaimFound, Dialect};
 use crate::mysql::migration;
 use crate::mysql::mysql_error::{error_number, number, store_error};
 use crate::mysql::statements::{Statements, FORMAT};
@@ -40,7 +40,7 @@ impl Dialect for MySql {
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease_us: i64,
-    ) -> Result<Claimed, sqlx::Error> {
+    ) -> Result<ClaimFound, sqlx::Error> {
         let claimed = prepared(&sql.claim)
             .bind(&id.as_bytes()[..])
             .bind(&fingerprint.as_bytes()[..])
@@ -52,11 +52,13 @@ impl Dialect for MySql {
         let token = match claimed {
             Ok(done) => done.last_insert_id(),
             // Rolled back whole: nothing was claimed. Send it again.
-            Err(e) if error_number(&e) == Some(number::DEADLOCK) => return Ok(Claimed::Again),
+            Err(e) if error_number(&e) == Some(number::DEADLOCK) => return Ok(ClaimFound::Again),
             Err(e) => return Err(e),
         };
         if token != 0 {
-            return Ok(Claimed::Granted(i64::try_from(token).unwrap_or(i64::MAX)));
+            return Ok(ClaimFound::Granted(
+                i64::try_from(token).unwrap_or(i64::MAX),
+            ));
         }
         let Some(row) = prepared(&sql.claimed)
             .bind(&fingerprint.as_bytes()[..])
@@ -66,13 +68,13 @@ impl Dialect for MySql {
             .await?
         else {
             // Ended (or purged) between the claim and its read.
-            return Ok(Claimed::Again);
+            return Ok(ClaimFound::Again);
         };
         let (same, live) = (
             row.try_get::<i64, _>("same")? != 0,
             row.try_get::<i64, _>("live")? != 0,
         );
-        Ok(Claimed::Found(row.found(same, live)?))
+        Ok(ClaimFound::Found(row.found(same, live)?))
     }
 
     prepared_calls!();

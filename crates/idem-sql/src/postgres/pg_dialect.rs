@@ -9,7 +9,7 @@ use idem_core::{Fingerprint, RecordId, StoreError};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{AssertSqlSafe, Postgres, Row};
 
-use crate::dialect::{Claimed, Columns, Dialect, Ended, Listener, Purged};
+use crate::dialect::{ClaimFound, Columns, Dialect, Ended, Listener, Purged};
 use crate::postgres::pg_error::store_error;
 use crate::postgres::pg_listener;
 use crate::postgres::pg_store::{Listen, PgSettings};
@@ -44,7 +44,7 @@ impl Dialect for Postgres {
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease_us: i64,
-    ) -> Result<Claimed, sqlx::Error> {
+    ) -> Result<ClaimFound, sqlx::Error> {
         let Some(row) = fetch_optional(
             pool,
             sql.persistent,
@@ -57,13 +57,13 @@ impl Dialect for Postgres {
         )
         .await?
         else {
-            return Ok(Claimed::Again);
+            return Ok(ClaimFound::Again);
         };
         let kind: String = row.try_get("kind")?;
         if kind == "A" {
-            return Ok(Claimed::Granted(row.try_get("token")?));
+            return Ok(ClaimFound::Granted(row.try_get("token")?));
         }
-        Ok(Claimed::Found(row.found(kind != "M", kind != "E")?))
+        Ok(ClaimFound::Found(row.found(kind != "M", kind != "E")?))
     }
 
     async fn complete(

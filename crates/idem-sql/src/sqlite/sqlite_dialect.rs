@@ -8,7 +8,7 @@ use idem_core::{Fingerprint, RecordId, StoreError};
 use sqlx::sqlite::{SqliteArguments, SqlitePool};
 use sqlx::{AssertSqlSafe, Pool, Row, Sqlite, Transaction};
 
-use crate::dialect::{Claimed, Dialect};
+use crate::dialect::{ClaimFound, Dialect};
 use crate::prepared_calls::prepared_calls;
 use crate::record_row::RecordRow;
 use crate::sqlite::sqlite_error;
@@ -44,7 +44,7 @@ impl Dialect for Sqlite {
         id: &RecordId,
         fingerprint: &Fingerprint,
         lease_us: i64,
-    ) -> Result<Claimed, sqlx::Error> {
+    ) -> Result<ClaimFound, sqlx::Error> {
         let granted = prepared(&sql.claim)
             .bind(&id.as_bytes()[..])
             .bind(&fingerprint.as_bytes()[..])
@@ -52,7 +52,7 @@ impl Dialect for Sqlite {
             .fetch_optional(pool)
             .await?;
         if let Some(row) = granted {
-            return Ok(Claimed::Granted(row.try_get(0)?));
+            return Ok(ClaimFound::Granted(row.try_get(0)?));
         }
         let Some(row) = prepared(&sql.claimed)
             .bind(&id.as_bytes()[..])
@@ -60,10 +60,10 @@ impl Dialect for Sqlite {
             .fetch_optional(pool)
             .await?
         else {
-            return Ok(Claimed::Again);
+            return Ok(ClaimFound::Again);
         };
         let (same, live) = (row.try_get("same")?, row.try_get("live")?);
-        Ok(Claimed::Found(row.found(same, live)?))
+        Ok(ClaimFound::Found(row.found(same, live)?))
     }
 
     prepared_calls!();
