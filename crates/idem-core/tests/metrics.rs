@@ -2,8 +2,6 @@
 //! counted with the facade's debugging recorder: a dashboard sees every
 //! decision once, every store call's duration, and the claims held.
 
-use std::time::Duration;
-
 use idem_core::{Call, Engine, Error, Fingerprint, IdempotencyKey, MemoryStore, Never};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::{CompositeKey, MetricKind};
@@ -97,18 +95,22 @@ async fn a_dashboard_sees_each_decision_once_and_every_store_call() {
     assert!(matches!(other, Err(Error::Mismatch)));
     // A duplicate while the first runs.
     let slow = engine.clone();
+    let (started, running_now) = tokio::sync::oneshot::channel();
+    let (finish, finished) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(async move {
-        slow.run(&call("order-2", 1), |_| async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        slow.run(&call("order-2", 1), |_| async move {
+            let _ = started.send(());
+            let _ = finished.await;
             Ok::<_, Never>(1)
         })
         .await
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    running_now.await.expect("the first call runs");
     let during = engine
         .run(&call("order-2", 1), |_| async { Ok::<_, Never>(2) })
         .await;
     assert!(matches!(during, Err(Error::InFlight { .. })));
+    let _ = finish.send(());
     assert!(running.await.expect("task").is_ok());
 
     let entries = snapshotter.snapshot().into_vec();

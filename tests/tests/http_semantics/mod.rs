@@ -364,7 +364,12 @@ pub async fn duplicate_in_flight_is_409_with_retry_after(adapter: Adapter) {
         let url = url.clone();
         async move { post_json(&format!("{url}/slow"), Some(b"slow-1"), "{}").await }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The first is running once its handler has started.
+    let started = tokio::time::Instant::now() + SLOW;
+    while runs.count() == 0 {
+        assert!(tokio::time::Instant::now() < started, "the handler started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let dup = post_json(&format!("{url}/slow"), Some(b"slow-1"), "{}").await;
     let retry_after: u64 = dup
         .headers()
