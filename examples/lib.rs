@@ -5,6 +5,22 @@
 #[path = "payments/app.rs"]
 pub mod payments;
 
+/// What the payments service asks of where balances live.
+#[path = "payments/ledger.rs"]
+pub mod ledger;
+
+/// The payments example's balances in memory.
+#[path = "payments/memory_ledger.rs"]
+pub mod memory_ledger;
+
+/// The payments example's balances in Redis.
+#[path = "payments/redis_ledger.rs"]
+pub mod redis_ledger;
+
+/// The payments example's balances in PostgreSQL.
+#[path = "payments/pg_ledger.rs"]
+pub mod pg_ledger;
+
 /// The payment provider the payments example charges through
 /// (`cargo run --example provider`).
 #[path = "payments/provider.rs"]

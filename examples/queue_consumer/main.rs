@@ -14,7 +14,7 @@
 //!
 //! Run it with `cargo run --example queue_consumer`.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,9 +22,11 @@ use std::time::Duration;
 
 use idem_core::{idempotent, Engine, Error, Failure, MemoryStore, Policy};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
 
+mod broker;
 mod streams;
+
+use broker::{Broker, Delivery, Fate};
 
 const MESSAGES: usize = 200;
 const WORKERS: usize = 4;
@@ -58,75 +60,6 @@ enum ShipError {
 impl Failure for ShipError {
     fn is_final(&self) -> bool {
         matches!(self, ShipError::OutOfStock { .. })
-    }
-}
-
-/// How a delivery goes wrong, decided by the producer.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Fate {
-    Normal,
-    /// The worker's task is cancelled mid-processing (shutdown, timeout).
-    Cancelled,
-    /// The worker's process dies mid-processing, holding its claim.
-    Killed,
-    /// The carrier is down for this attempt.
-    CarrierDown,
-}
-
-#[derive(Clone, Debug)]
-struct Delivery {
-    msg: OrderPlaced,
-    fate: Fate,
-}
-
-/// An at-least-once broker: deliveries wait in a queue; a delivery not acked
-/// is redelivered after a delay.
-#[derive(Default)]
-struct Broker {
-    queue: Mutex<VecDeque<Delivery>>,
-    ready: Notify,
-    outstanding: AtomicUsize,
-    deliveries: AtomicUsize,
-}
-
-impl Broker {
-    fn publish(&self, d: Delivery) {
-        self.outstanding.fetch_add(1, Ordering::SeqCst);
-        self.queue.lock().expect("queue lock").push_back(d);
-        self.ready.notify_one();
-    }
-
-    fn publish_later(self: &Arc<Self>, d: Delivery, after: Duration) {
-        self.outstanding.fetch_add(1, Ordering::SeqCst);
-        let broker = Arc::clone(self);
-        tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            broker.queue.lock().expect("queue lock").push_back(d);
-            broker.ready.notify_one();
-        });
-    }
-
-    async fn next(&self) -> Option<Delivery> {
-        loop {
-            if let Some(d) = self.queue.lock().expect("queue lock").pop_front() {
-                self.deliveries.fetch_add(1, Ordering::SeqCst);
-                return Some(d);
-            }
-            if self.outstanding.load(Ordering::SeqCst) == 0 {
-                return None;
-            }
-            tokio::select! {
-                () = self.ready.notified() => {}
-                () = tokio::time::sleep(Duration::from_millis(20)) => {}
-            }
-        }
-    }
-
-    /// The delivery is finished: acked, or handed back for redelivery.
-    fn done(&self) {
-        if self.outstanding.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.ready.notify_waiters();
-        }
     }
 }
 
