@@ -225,7 +225,7 @@ impl<H: Handler> Consumer<H> {
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".to_owned());
-            tracing::error!(target: "idem", operation = %self.operation, panic = %what, "the handler panicked; its handled is unknown and its claim is kept to its lease");
+            tracing::error!(target: "idem", operation = %self.operation, panic = %what, "the handler panicked; its outcome is unknown and its claim is kept to its lease");
             self.unknown(format!("the handler panicked: {what}"))
         })
     }

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
+use redis::streams::StreamPendingCountReply;
 use redis::Value;
 
 use crate::batch::BatchOptions;
@@ -30,8 +31,8 @@ use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
 use crate::running::{supervise, Ended, Running};
+use crate::stream_entries::entries;
 pub use crate::stream_entries::message_of;
-use crate::stream_entries::{entries, text};
 use crate::verdict::{Action, Verdict};
 
 /// How a stream is consumed: `StreamOptions::default()` and its builder
@@ -399,7 +400,7 @@ async fn take_over(
     place: &Arc<Place>,
     count: usize,
 ) -> Result<Vec<StreamDelivery>, BrokerError> {
-    let pending: Value = redis::cmd("XPENDING")
+    let pending: StreamPendingCountReply = redis::cmd("XPENDING")
         .arg(&place.stream)
         .arg(&place.group)
         .arg("IDLE")
@@ -410,17 +411,11 @@ async fn take_over(
         .query_async(connection)
         .await
         .map_err(broker("XPENDING"))?;
-    let Value::Array(rows) = pending else {
-        return Ok(Vec::new());
-    };
-    let mut counts = Vec::new();
-    for row in &rows {
-        if let Value::Array(cols) = row {
-            if let (Some(id), Some(Value::Int(n))) = (cols.first().and_then(text), cols.get(3)) {
-                counts.push((id, u32::try_from(*n).unwrap_or(u32::MAX)));
-            }
-        }
-    }
+    let counts: Vec<(String, u32)> = pending
+        .ids
+        .into_iter()
+        .map(|p| (p.id, u32::try_from(p.times_delivered).unwrap_or(u32::MAX)))
+        .collect();
     if counts.is_empty() {
         return Ok(Vec::new());
     }

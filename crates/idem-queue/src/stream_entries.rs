@@ -1,5 +1,12 @@
 //! Reading Redis Streams replies: an entry's fields into the message the
 //! pipeline reads, and `XREADGROUP`'s and `XCLAIM`'s lists of entries.
+//!
+//! Entries are read here rather than through redis-rs's typed replies
+//! (`StreamReadReply`, `StreamClaimReply`), which hold an entry's fields in
+//! a `HashMap<String, _>`: a message's headers would lose their order, a
+//! field name that is not UTF-8 would fail the whole reply, and a repeated
+//! name would keep one value. (`XPENDING`'s reply, ids and counts, is read
+//! typed.)
 
 use redis::Value;
 
@@ -21,7 +28,7 @@ pub fn message_of(fields: &[(Vec<u8>, Vec<u8>)], deliveries: u32) -> Message {
     message
 }
 
-pub(crate) fn text(v: &Value) -> Option<String> {
+fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
         Value::SimpleString(s) => Some(s.clone()),
