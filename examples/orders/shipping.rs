@@ -3,7 +3,7 @@
 //! tests: ship an order once, however often its message is delivered.
 //!
 //! The effect (the order's shipment count, in Redis or PostgreSQL:
-//! [`Shipments`]) is committed with idem's record in one step that checks
+//! [`Shipments`](crate::shipments::Shipments)) is committed with idem's record in one step that checks
 //! the claim ([`commit_with_record`](idem_queue::commit_with_record)): a
 //! consumer frozen past its lease, whose message another consumer took
 //! over, ships nothing when it wakes. Each step is printed on stdout

@@ -1,5 +1,5 @@
-//! What the payments service asks of where balances live: the [`Ledger`]
-//! trait, its errors, and a debit's open transaction ([`LedgerTx`]) in the
+//! What the payments service asks of where balances live: the [`Ledger`](crate::ledger::Ledger)
+//! trait, its errors, and a debit's open transaction ([`LedgerTx`](crate::ledger::LedgerTx)) in the
 //! store that keeps the idempotency records.
 
 use std::future::Future;
@@ -29,11 +29,11 @@ pub type Commit<'a> = &'a (dyn Fn(LedgerTx) -> Pin<Box<dyn Future<Output = Resul
 /// balances beside the idempotency records: it commits with the record,
 /// only while the claim holds.
 pub enum LedgerTx {
-    /// Balances in this process ([`MemoryLedger`]).
+    /// Balances in this process ([`MemoryLedger`](crate::memory_ledger::MemoryLedger)).
     Memory(MemoryTransaction),
-    /// Balances in Redis ([`RedisLedger`]).
+    /// Balances in Redis ([`RedisLedger`](crate::redis_ledger::RedisLedger)).
     Redis(RedisTransaction),
-    /// Balances in PostgreSQL ([`PgLedger`]).
+    /// Balances in PostgreSQL ([`PgLedger`](crate::pg_ledger::PgLedger)).
     Postgres(PgTransaction),
     /// Balances in MariaDB or MySQL ([`MySqlLedger`](crate::mysql_ledger::MySqlLedger)).
     MySql(MySqlTransaction),

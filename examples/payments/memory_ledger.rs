@@ -1,4 +1,4 @@
-//! [`MemoryLedger`]: balances in the process's memory, beside the
+//! [`MemoryLedger`](crate::memory_ledger::MemoryLedger): balances in the process's memory, beside the
 //! [`MemoryStore`](idem_core::MemoryStore)'s records.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! [`PgLedger`]: balances in PostgreSQL, each debit committed with its
+//! [`PgLedger`](crate::pg_ledger::PgLedger): balances in PostgreSQL, each debit committed with its
 //! record.
 
 use std::sync::Arc;

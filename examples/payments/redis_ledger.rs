@@ -1,4 +1,4 @@
-//! [`RedisLedger`]: balances in Redis, beside the records, one script call
+//! [`RedisLedger`](crate::redis_ledger::RedisLedger): balances in Redis, beside the records, one script call
 //! a debit (and once per claim's downstream key on a Cluster).
 
 use std::sync::Arc;
