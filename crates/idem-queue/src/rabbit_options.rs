@@ -18,7 +18,8 @@ pub struct RabbitOptions {
     /// Where dead letters go (`None`: `<queue>.dead`, declared durable).
     pub dead_letter_queue: Option<String>,
     /// Declare the queue as a durable quorum queue on each connection
-    /// ([`declare_quorum_queue`]); if not, it must exist.
+    /// ([`declare_quorum_queue`](crate::rabbitmq::declare_quorum_queue)); if
+    /// not, it must exist.
     pub declare_quorum_queue: bool,
     /// How the connection is made (lapin's defaults).
     pub connection: ConnectionProperties,
