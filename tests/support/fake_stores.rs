@@ -48,6 +48,7 @@ impl Store for DownStore {
 pub struct LateBegins {
     by: Duration,
     begins: AtomicUsize,
+    answered: AtomicUsize,
 }
 
 impl Hooks for LateBegins {
@@ -64,6 +65,7 @@ impl Hooks for LateBegins {
         if !self.by.is_zero() {
             tokio::time::sleep(self.by).await;
         }
+        self.answered.fetch_add(1, Ordering::SeqCst);
         begun
     }
 }
@@ -79,6 +81,7 @@ impl Hooked<LateBegins> {
         let hooks = LateBegins {
             by,
             begins: AtomicUsize::new(0),
+            answered: AtomicUsize::new(0),
         };
         Hooked::new(Arc::new(inner), hooks)
     }
@@ -86,6 +89,11 @@ impl Hooked<LateBegins> {
     /// How many begins were asked.
     pub fn begins(&self) -> usize {
         self.hooks().begins.load(Ordering::SeqCst)
+    }
+
+    /// How many begins were answered (to callers still there or not).
+    pub fn answered(&self) -> usize {
+        self.hooks().answered.load(Ordering::SeqCst)
     }
 }
 

@@ -57,6 +57,15 @@ pub struct Hooked<H> {
     hooks: Arc<H>,
 }
 
+impl<H> Clone for Hooked<H> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            hooks: Arc::clone(&self.hooks),
+        }
+    }
+}
+
 impl<H: Hooks> Hooked<H> {
     /// `inner`, with `hooks` around its transitions.
     pub fn new(inner: Arc<dyn Store>, hooks: H) -> Self {

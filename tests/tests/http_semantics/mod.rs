@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use http::{header, HeaderValue, StatusCode};
 use idem_axum::RecordPolicy;
-use idem_core::{Engine, MemoryStore};
+use idem_core::{
+    Engine, IdempotencyKey, MemoryStore, RecordId, RecordInfoState, Scope, Store as _,
+};
 use idem_tests::{send_and_hang_up, DownStore, HangUp, SlowBegin};
 
 /// How many times the handlers ran.
@@ -463,13 +465,31 @@ pub async fn client_that_hangs_up_before_its_request_is_claimed_runs_nothing_and
     // The store takes 400 ms to answer a claim; the client gives up after
     // 100 ms, before its request was claimed and before the handler started.
     let slow = SlowBegin::slow_begins(MemoryStore::new(), Duration::from_millis(400));
+    let store = slow.clone();
     let runs = Runs::default();
     let url = (adapter.start)(Engine::new(slow), runs.clone(), RecordPolicy::default()).await;
     let addr = url.trim_start_matches("http://");
     let mut ran = 0;
     for (key, how) in [("early-rst", HangUp::Reset), ("early-fin", HangUp::Close)] {
+        let before = store.answered();
         send_and_hang_up(addr, "/echo", key, Duration::from_millis(100), how).await;
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Wait until its claim was answered and nothing holds the key:
+        // released (the client was gone), or recorded (it ran to its end).
+        let id = RecordId::new(&Scope::global(), &IdempotencyKey::parse(key).expect("key"));
+        let deadline = tokio::time::Instant::now() + SLOW * 3;
+        loop {
+            let answered = store.answered() > before;
+            let live = store.inner().inspect(&id).await.expect("inspect");
+            let held = live.is_some_and(|r| matches!(r.state, RecordInfoState::InFlight { .. }));
+            if answered && !held {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{how:?}: the claim settles"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let seen = matches!(how, HangUp::Reset) || adapter.drops_on_fin;
         if seen {
             // Long after the claim was answered: the handler did not run
