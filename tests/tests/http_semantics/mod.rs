@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use http::{header, HeaderValue, StatusCode};
 use idem_axum::RecordPolicy;
-use idem_core::{
-    Engine, IdempotencyKey, MemoryStore, RecordId, RecordInfoState, Scope, Store as _,
-};
+use idem_core::{Engine, IdempotencyKey, MemoryStore, RecordId, RecordInfoState, Scope};
 use idem_tests::{send_and_hang_up, DownStore, HangUp, SlowBegin};
 
 /// How many times the handlers ran.
