@@ -22,9 +22,21 @@ use idem_http::{read_call, Coverage, Idempotency, KeyDecision, RequestLine, Towe
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
 #[derive(Clone)]
 pub struct IdempotencyService<S> {
-    pub(crate) inner: S,
-    pub(crate) engine: Engine,
-    pub(crate) coverage: Arc<Coverage<Axum>>,
+    inner: S,
+    engine: Engine,
+    coverage: Arc<Coverage<Axum>>,
+}
+
+impl<S> IdempotencyService<S> {
+    /// `inner` behind `idempotency`'s engine and coverage (what the
+    /// layer's `layer` makes).
+    pub fn new(idempotency: &Idempotency<Axum>, inner: S) -> Self {
+        Self {
+            inner,
+            engine: idempotency.engine().clone(),
+            coverage: Arc::clone(idempotency.coverage()),
+        }
+    }
 }
 
 impl<S> fmt::Debug for IdempotencyService<S> {
@@ -136,10 +148,6 @@ impl TowerAdapter for Axum {
     type Service<S> = IdempotencyService<S>;
 
     fn service<S>(idempotency: &Idempotency<Self>, inner: S) -> IdempotencyService<S> {
-        IdempotencyService {
-            inner,
-            engine: idempotency.engine().clone(),
-            coverage: Arc::clone(idempotency.coverage()),
-        }
+        IdempotencyService::new(idempotency, inner)
     }
 }

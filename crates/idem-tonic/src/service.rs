@@ -28,9 +28,21 @@ use crate::respond::Answers;
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
 #[derive(Clone)]
 pub struct IdempotencyService<S> {
-    pub(crate) inner: S,
-    pub(crate) engine: Engine,
-    pub(crate) coverage: Arc<Coverage<Tonic>>,
+    inner: S,
+    engine: Engine,
+    coverage: Arc<Coverage<Tonic>>,
+}
+
+impl<S> IdempotencyService<S> {
+    /// `inner` behind `idempotency`'s engine and coverage (what the
+    /// layer's `layer` makes).
+    pub fn new(idempotency: &Idempotency<Tonic>, inner: S) -> Self {
+        Self {
+            inner,
+            engine: idempotency.engine().clone(),
+            coverage: Arc::clone(idempotency.coverage()),
+        }
+    }
 }
 
 impl<S> fmt::Debug for IdempotencyService<S> {
@@ -194,10 +206,6 @@ impl TowerAdapter for Tonic {
     type Service<S> = IdempotencyService<S>;
 
     fn service<S>(idempotency: &Idempotency<Self>, inner: S) -> IdempotencyService<S> {
-        IdempotencyService {
-            inner,
-            engine: idempotency.engine().clone(),
-            coverage: Arc::clone(idempotency.coverage()),
-        }
+        IdempotencyService::new(idempotency, inner)
     }
 }
