@@ -6,12 +6,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use idem_core::StoreError;
 use idem_core::{Claim, Engine, Failure, IgnoredFields, MemoryStore, Policy};
 use idem_queue::{
     handler_fn, Action, Backoff, BatchOptions, Consumer, Handled, Handler, KeySource, Message,
     Verdict,
 };
-use idem_tests::{DownStore, Told};
+use idem_tests::{DownStore, Hooked, Hooks, Told, Transition};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -125,6 +126,64 @@ async fn an_order_id_reused_for_another_order_is_dead_lettered_and_never_run() {
     assert_eq!(reused.handled, Handled::KeyReused);
     assert!(matches!(action, Action::DeadLetter { reason } if reason.contains("another payload")));
     assert_eq!(shipped.load(Ordering::SeqCst), 1);
+}
+
+/// Hooks under which the store refuses the first `n` completions (it went
+/// away just as the handler finished), and forwards everything else.
+struct CompletionsRefused(AtomicUsize);
+
+impl Hooks for CompletionsRefused {
+    async fn around<T: Send>(
+        &self,
+        transition: Transition<'_>,
+        forward: impl std::future::Future<Output = Result<T, StoreError>> + Send,
+    ) -> Result<T, StoreError> {
+        let refuse = matches!(transition, Transition::Complete(..))
+            && self
+                .0
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        if refuse {
+            return Err(StoreError::unavailable(
+                "complete: cannot reach the store",
+                std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"),
+            ));
+        }
+        forward.await
+    }
+}
+
+#[tokio::test]
+async fn an_order_shipped_while_the_store_went_away_is_not_acked_until_its_record_is_stored() {
+    let shipped = Arc::new(AtomicUsize::new(0));
+    let store = Hooked::new(
+        Arc::new(MemoryStore::new()),
+        // The engine tries four times within the call, then in the background.
+        CompletionsRefused(AtomicUsize::new(6)),
+    );
+    let engine = Engine::new(store).with_policy(Policy::default().lease(Duration::from_secs(2)));
+    let consumer = shipper(engine, Arc::clone(&shipped));
+    let (first, action) = tell(&consumer, order("o-late-record", "tea")).await;
+    assert_eq!(first.handled, Handled::RecordPending, "{first:?}");
+    assert!(
+        matches!(action, Action::Redeliver { .. }),
+        "never acked: {action:?}"
+    );
+    // The engine records it in the background; a redelivery is answered
+    // from the record once it is there (in flight until then).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        let (again, _) = tell(&consumer, order("o-late-record", "tea").delivered(2)).await;
+        if again.handled != Handled::InFlight || tokio::time::Instant::now() > deadline {
+            break again;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        (again.handled, again.action),
+        (Handled::Replayed, Action::Ack)
+    );
+    assert_eq!(shipped.load(Ordering::SeqCst), 1, "shipped once");
 }
 
 #[tokio::test]

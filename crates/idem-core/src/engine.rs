@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -24,6 +24,7 @@ use crate::pending_begin::PendingBegin;
 use crate::policy::{OnInFlight, Policy, MIN_DURATION};
 use crate::ran::Ran;
 use crate::result_codec::{ErrCodec, OkCodec, ResultCodec};
+use crate::run_report::RunReport;
 use crate::store::{Begin, Outcome, RecordInfo, RecordInfoState, Store};
 
 /// Runs operations at most once per `(scope, key)`, records their results, and
@@ -198,6 +199,39 @@ impl Engine {
             err: ErrCodec::new(),
         };
         self.run_with(call, codec, op).await
+    }
+
+    /// [`run`](Self::run), and whether what it ran is recorded: for a
+    /// caller that must not let go of its request before the outcome is
+    /// stored (a queue consumer acknowledges its message only then). An
+    /// operation that ran here and whose outcome is still being recorded in
+    /// the background (the store went away) answers `recorded: false`.
+    pub async fn run_reported<T, E, F, Fut>(&self, call: &Call, op: F) -> RunReport<T, E>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Failure + Serialize + DeserializeOwned,
+        F: FnOnce(Claim) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let codec = ResultCodec {
+            ok: OkCodec::new(),
+            err: ErrCodec::new(),
+        };
+        // The claim the operation ran under, if it ran here: it knows
+        // whether its outcome was stored.
+        let ran_under: Mutex<Option<Claim>> = Mutex::new(None);
+        let result = self
+            .run_with(call, codec, |claim| {
+                *ran_under.lock().unwrap_or_else(PoisonError::into_inner) = Some(claim.clone());
+                op(claim)
+            })
+            .await;
+        let recorded = ran_under
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_none_or(Claim::is_recorded);
+        RunReport { result, recorded }
     }
 
     /// [`run`](Self::run) with a codec made elsewhere (by the attribute's

@@ -127,6 +127,7 @@ mod policy;
 mod purger;
 mod ran;
 mod result_codec;
+mod run_report;
 mod settle;
 mod settled;
 mod signals;
@@ -155,6 +156,7 @@ pub use observe::STORE_DURATION_BUCKETS;
 pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
 pub use ran::Ran;
 pub use result_codec::encode_result;
+pub use run_report::RunReport;
 pub use signals::shutdown_on_signals;
 pub use tokio_util::sync::CancellationToken;
 

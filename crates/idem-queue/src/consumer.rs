@@ -3,13 +3,12 @@
 
 use std::future::Future as _;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use idem_core::{
-    Call, Claim, Engine, Error, Failure, Fingerprint, IdempotencyKey, IgnoredFields, Ran, Scope,
+    Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, IgnoredFields, Ran, RunReport, Scope,
 };
 
 use crate::backoff::Backoff;
@@ -241,14 +240,13 @@ impl<H: Handler> Consumer<H> {
         let held = tokio::time::Instant::now();
         let mut tries = 0;
         loop {
-            let claim: Arc<Mutex<Option<Claim>>> = Arc::default();
-            let holds = Arc::clone(&claim);
-            let ran = self
+            let RunReport {
+                result: ran,
+                recorded,
+                ..
+            } = self
                 .engine
-                .run(&call, |c| {
-                    *holds.lock().unwrap_or_else(PoisonError::into_inner) = Some(c.clone());
-                    self.handler.handle(input, c)
-                })
+                .run_reported(&call, |c| self.handler.handle(input, c))
                 .await;
             let left = self.hold.saturating_sub(held.elapsed());
             // Nothing ran: the store did not answer, or this process runs
@@ -283,11 +281,6 @@ impl<H: Handler> Consumer<H> {
                     tracing::info!(target: "idem", operation = %self.operation, id = ?message.id, held = ?held.elapsed(), "the store answered the held delivery's claim again");
                 }
             }
-            let recorded = claim
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_ref()
-                .is_none_or(Claim::is_recorded);
             return self.verdict(message, ran, recorded);
         }
     }
