@@ -51,6 +51,20 @@ fn suffix(label: &str) -> String {
         .replace([':', '-'], "_")
 }
 
+/// How many times the order examples shipped `order`, counted in the
+/// machine's Redis under `prefix` (their `PREFIX`).
+pub async fn order_shipments(prefix: &str, order: &str) -> u64 {
+    let mut redis = crate::redis_connection(&crate::redis_url()).await;
+    let count: Option<u64> = redis::cmd("GET")
+        .arg(idem_examples::shipments::Shipments::redis_key(
+            prefix, order,
+        ))
+        .query_async(&mut redis)
+        .await
+        .expect("GET");
+    count.unwrap_or(0)
+}
+
 /// The AMQP URL of the machine's RabbitMQ.
 pub fn amqp_url() -> String {
     std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())

@@ -31,6 +31,7 @@ pub mod replication_proxy;
 pub mod sentinel;
 mod server;
 mod serving;
+mod sources;
 mod sqlite;
 mod told;
 mod unique;
@@ -55,6 +56,7 @@ pub use redis::{
 };
 pub use server::Server;
 pub use serving::{serve, serve_actix};
+pub use sources::rust_sources;
 pub use sqlite::{sqlite_path, sqlite_store};
 pub use told::Told;
 pub use unique::unique_prefix;

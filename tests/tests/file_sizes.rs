@@ -6,21 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-const LIMIT: usize = 500;
+use idem_tests::rust_sources;
 
-fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            sources(&path, found);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            found.push(path);
-        }
-    }
-}
+const LIMIT: usize = 500;
 
 /// The lines of `text` before its tests module.
 fn non_test_lines(text: &str) -> usize {
@@ -39,7 +27,7 @@ fn no_source_file_is_over_500_lines_besides_its_tests() {
         .unwrap_or_default();
     let mut files = Vec::new();
     for dir in ["crates", "examples", "tests/benches", "tests/support"] {
-        sources(&root.join(dir), &mut files);
+        files.extend(rust_sources(&root.join(dir)));
     }
     assert!(files.len() > 100, "found only {} source files", files.len());
     let mut over: Vec<String> = files

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use idem_tests::rust_sources;
 use syn::visit::Visit;
 
 /// A module path from the crate root: `["memory", "shard"]`.
@@ -17,30 +18,19 @@ type ModPath = Vec<String>;
 /// Every file of a crate's `src`, by its module path.
 fn files(src: &Path) -> BTreeMap<ModPath, PathBuf> {
     let mut out = BTreeMap::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let relative = path.strip_prefix(src).unwrap_or(&path).with_extension("");
-                let mut module: ModPath = relative
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect();
-                if module.last().is_some_and(|l| l == "mod") {
-                    module.pop();
-                }
-                if module == ["lib"] || module == ["main"] {
-                    module.clear();
-                }
-                out.insert(module, path);
-            }
+    for path in rust_sources(src) {
+        let relative = path.strip_prefix(src).unwrap_or(&path).with_extension("");
+        let mut module: ModPath = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if module.last().is_some_and(|l| l == "mod") {
+            module.pop();
         }
+        if module == ["lib"] || module == ["main"] {
+            module.clear();
+        }
+        out.insert(module, path);
     }
     out
 }

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use idem_tests::rust_sources;
+
 /// Names defined in more than one crate on purpose: the same role, once per
 /// framework or dialect.
 const PARALLELS: &[(&str, &str)] = &[
@@ -58,26 +60,6 @@ const PARALLELS: &[(&str, &str)] = &[
     ("ProblemFormat", "how problems are written, per adapter"),
 ];
 
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out
-}
-
 /// The public types, traits and aliases `items` define, with nested
 /// modules'.
 fn defined(items: &[syn::Item], out: &mut Vec<String>) {
@@ -111,7 +93,7 @@ fn each_public_name_has_one_meaning_across_the_workspace() {
     for dir in dirs {
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
         let Some(name) = name else { continue };
-        for file in sources(&dir.join("src")) {
+        for file in rust_sources(&dir.join("src")) {
             let text = std::fs::read_to_string(&file).expect("source");
             let parsed = syn::parse_file(&text).expect("parses");
             let mut names = Vec::new();

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use idem_examples::shipments::Shipments;
-use idem_tests::brokers::{Broker, JetStream, RabbitMq, RedisStream, PATIENCE};
+use idem_tests::brokers::{order_shipments, Broker, JetStream, RabbitMq, RedisStream, PATIENCE};
 use idem_tests::{database_url, redis_url, unique_prefix, unique_schema, Worker};
 use sqlx::AssertSqlSafe;
 
@@ -32,7 +32,7 @@ impl Ledger {
     /// The shipments of `order`.
     async fn shipments(&self, order: &str) -> u64 {
         match self {
-            Self::Redis(prefix) => shipments(prefix, order).await,
+            Self::Redis(prefix) => order_shipments(prefix, order).await,
             Self::Postgres(schema) => {
                 let pool = idem_tests::pg_pool(1).await;
                 let table = Shipments::postgres_table(schema);
@@ -73,16 +73,6 @@ fn order(id: &str, sku: &str) -> String {
     format!(r#"{{"order_id":"{id}","sku":"{sku}","qty":1}}"#)
 }
 
-async fn shipments(prefix: &str, order: &str) -> u64 {
-    let mut redis = idem_tests::redis_connection(&redis_url()).await;
-    let count: Option<u64> = redis::cmd("GET")
-        .arg(format!("{prefix}shipments:{order}"))
-        .query_async(&mut redis)
-        .await
-        .expect("GET");
-    count.unwrap_or(0)
-}
-
 /// Waits until `ok` holds, checking every 100 ms; panics after `PATIENCE`.
 async fn until<F: AsyncFnMut() -> bool>(what: &str, mut ok: F) {
     let deadline = Instant::now() + PATIENCE;
@@ -105,7 +95,7 @@ async fn duplicates_ship_once_and_a_reused_id_is_dead_lettered<B: Broker>(broker
         broker.publish(&order("o-1", "tea")).await;
     }
     until("the three copies settled", async || {
-        shipments(&prefix, "o-1").await == 1 && broker.outstanding().await == 0
+        order_shipments(&prefix, "o-1").await == 1 && broker.outstanding().await == 0
     })
     .await;
     let resent = r#"{"order_id":"o-1","sku":"tea","qty":1,"sent_at":"2026-12-05T10:05:00Z"}"#;
@@ -118,7 +108,7 @@ async fn duplicates_ship_once_and_a_reused_id_is_dead_lettered<B: Broker>(broker
         broker.dead_letters().await.is_empty(),
         "a resend with a new sent_at is not a reused key"
     );
-    assert_eq!(shipments(&prefix, "o-1").await, 1);
+    assert_eq!(order_shipments(&prefix, "o-1").await, 1);
     broker.publish(&order("o-1", "coffee")).await;
     until("the reused id dead-lettered", async || {
         broker.dead_letters().await.len() == 1 && broker.outstanding().await == 0
@@ -130,7 +120,7 @@ async fn duplicates_ship_once_and_a_reused_id_is_dead_lettered<B: Broker>(broker
         dead[0].reason.contains("used before for another payload"),
         "{dead:?}"
     );
-    assert_eq!(shipments(&prefix, "o-1").await, 1);
+    assert_eq!(order_shipments(&prefix, "o-1").await, 1);
     assert_eq!(
         worker.count("shipping o-1"),
         1,
@@ -213,7 +203,7 @@ async fn a_poison_message_is_dead_lettered_after_its_cap<B: Broker>(broker: B) {
         "the poison dead-lettered and the other shipped",
         async || {
             broker.dead_letters().await.len() == 1
-                && shipments(&prefix, "o-5").await == 1
+                && order_shipments(&prefix, "o-5").await == 1
                 && broker.outstanding().await == 0
         },
     )
@@ -236,7 +226,7 @@ async fn a_poison_message_is_dead_lettered_after_its_cap<B: Broker>(broker: B) {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(shipments(&prefix, "o-4").await, 0);
+    assert_eq!(order_shipments(&prefix, "o-4").await, 0);
 }
 
 /// A story on each broker; with a ledger (`redis` or `postgres`), the

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use idem_queue::rabbitmq::default_heartbeat;
-use idem_tests::brokers::{Broker, JetStream, RabbitMq, RedisStream, PATIENCE};
+use idem_tests::brokers::{order_shipments, Broker, JetStream, RabbitMq, RedisStream, PATIENCE};
 use idem_tests::{redis_url, unique_prefix, Worker};
 
 /// The claim's lease the workers run with.
@@ -18,16 +18,6 @@ const LEASE: Duration = Duration::from_secs(3);
 /// backoff (200 ms at first), polling, and two processes starting on two
 /// busy cores.
 const SLACK: Duration = Duration::from_secs(3);
-
-async fn shipments(prefix: &str, order: &str) -> u64 {
-    let mut redis = idem_tests::redis_connection(&redis_url()).await;
-    let count: Option<u64> = redis::cmd("GET")
-        .arg(format!("{prefix}shipments:{order}"))
-        .query_async(&mut redis)
-        .await
-        .expect("GET");
-    count.unwrap_or(0)
-}
 
 /// A consumer frozen mid-order, with the broker's defaults: another
 /// consumer ships the order within `bound` of the freeze, and only once.
@@ -56,7 +46,7 @@ async fn a_frozen_consumer_s_order_ships_elsewhere_within_the_bound<B: Broker>(
     let took = frozen.elapsed();
     first.resume();
     first.wait_for_any_or_exit(&["fenced o-1", "shipped o-1"], PATIENCE);
-    assert_eq!(shipments(&prefix, "o-1").await, 1);
+    assert_eq!(order_shipments(&prefix, "o-1").await, 1);
     assert_eq!(
         first.count("shipped o-1"),
         0,

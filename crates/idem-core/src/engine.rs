@@ -23,7 +23,7 @@ use crate::observe;
 use crate::pending_begin::PendingBegin;
 use crate::policy::{OnInFlight, Policy, MIN_DURATION};
 use crate::ran::Ran;
-use crate::result_codec::{ErrCodec, OkCodec, ResultCodec};
+use crate::result_codec::ResultCodec;
 use crate::run_report::RunReport;
 use crate::store::{Begin, Outcome, RecordInfo, RecordInfoState, Store};
 
@@ -194,11 +194,7 @@ impl Engine {
         F: FnOnce(Claim) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let codec = ResultCodec {
-            ok: OkCodec::new(),
-            err: ErrCodec::new(),
-        };
-        self.run_with(call, codec, op).await
+        self.run_with(call, ResultCodec::serde(), op).await
     }
 
     /// [`run`](Self::run), and whether what it ran is recorded: for a
@@ -213,10 +209,7 @@ impl Engine {
         F: FnOnce(Claim) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let codec = ResultCodec {
-            ok: OkCodec::new(),
-            err: ErrCodec::new(),
-        };
+        let codec = ResultCodec::serde();
         // The claim the operation ran under, if it ran here: it knows
         // whether its outcome was stored.
         let ran_under: Mutex<Option<Claim>> = Mutex::new(None);

@@ -113,6 +113,21 @@ pub(crate) struct ResultCodec<T, E> {
     pub(crate) err: ErrCodec<E>,
 }
 
+impl<T, E> ResultCodec<T, E>
+where
+    T: Serialize + DeserializeOwned,
+    E: Serialize + DeserializeOwned + Failure,
+{
+    /// The codec of serde types, as [`Engine::run`](crate::Engine::run)
+    /// records them.
+    pub(crate) fn serde() -> Self {
+        Self {
+            ok: OkCodec::new(),
+            err: ErrCodec::new(),
+        }
+    }
+}
+
 impl<T, E> ResultCodec<T, E> {
     /// Whether `result` is recorded (a success or a final failure) or
     /// releases the claim (a transient failure).
