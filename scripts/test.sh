@@ -45,9 +45,11 @@ echo "==> cargo package: every crate builds from what it would publish"
 # Cargo takes a crate it verified before from its build directory when the
 # version is unchanged, even if the sources changed since: forget those
 # builds (the workspace's own crates only; their dependencies stay built).
-rm -rf target/package "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/idem-* \
-    target/debug/.fingerprint/idem-* target/debug/deps/libidem_* target/debug/deps/idem_*
+# (In the build directory cargo uses: `CARGO_TARGET_DIR` if set.)
+target="${CARGO_TARGET_DIR:-target}"
+rm -rf "$target/package" "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/idem-* \
+    "$target"/debug/.fingerprint/idem-* "$target"/debug/deps/libidem_* "$target"/debug/deps/idem_*
 cargo package --workspace --allow-dirty --exclude idem-examples --exclude idem-tests --exclude idem-ui-tests
-rm -rf target/package
+rm -rf "$target/package"
 
 echo "==> all green"
