@@ -6,8 +6,8 @@
 //! - **Redeliver after a delay**: `-NAK` with the delay.
 //! - **In progress**: `+WPI` every [`Consumer::progress_every`] while the
 //!   handler runs, so the message is not redelivered at `ack_wait`.
-//! - **Dead-letter**: published to the dead-letter subject (`<subject
-//!   stream>.dead` unless set in [`JetStreamOptions`]; a stream must capture it)
+//! - **Dead-letter**: published to the dead-letter subject (`<stream>.dead`
+//!   unless set in [`JetStreamOptions`]; a stream must capture it)
 //!   with the reason in its `idem-reason` header ([`DEAD_LETTER_REASON`](crate::DEAD_LETTER_REASON)) and the
 //!   subject in `idem-source`, then `+TERM`.
 //! - **Deliveries**: the message's `num_delivered`.
