@@ -1,6 +1,6 @@
 //! A consumer that commits its effect with its record in one call
-//! (`idem_queue::commit_with_record`): on PostgreSQL (the shipment row and
-//! the record in one transaction) and on Redis (one script call), an order
+//! (`idem_queue::commit_with_record`): on PostgreSQL and SQLite (the
+//! shipment row and the record in one transaction) and on Redis (one script call), an order
 //! delivered eight times at once and again later ships once, every copy is
 //! acknowledged or left for later, and the later one is answered from the
 //! record.
@@ -121,6 +121,42 @@ async fn on_postgres_an_order_delivered_nine_times_ships_once_with_its_record() 
     let verdicts = eight_copies_then_one(consumer).await;
     assert_shipped_once(&verdicts);
     let rows: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(store.pool())
+        .await
+        .expect("count");
+    assert_eq!(rows, 1, "one shipment row");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_an_order_delivered_nine_times_ships_once_with_its_record() {
+    let store = idem_tests::sqlite_store().await;
+    sqlx::query("CREATE TABLE shipments (order_id TEXT NOT NULL)")
+        .execute(store.pool())
+        .await
+        .expect("shipments");
+    let engine = Engine::new(store.clone());
+    let sqlite = store.clone();
+    let ship = handler_fn(move |order: Order, claim: Claim| {
+        let store = sqlite.clone();
+        async move {
+            let mut tx = store
+                .begin_transaction()
+                .await
+                .map_err(|e| ShipError::Database(e.to_string()))?;
+            sqlx::query("INSERT INTO shipments (order_id) VALUES (?)")
+                .bind(&order.order_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| ShipError::Database(e.to_string()))?;
+            commit_with_record::<_, ShipError, _>(&claim, tx, format!("shipped {}", order.order_id))
+                .await
+        }
+    });
+    let consumer =
+        Consumer::new(engine, "ship-order", ship).key(KeySource::Field("/order_id".into()));
+    let verdicts = eight_copies_then_one(consumer).await;
+    assert_shipped_once(&verdicts);
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM shipments")
         .fetch_one(store.pool())
         .await
         .expect("count");

@@ -10,6 +10,7 @@ use idem_core::{Engine, MemoryStore, Policy, Store};
 use idem_examples::grpc_payments::ledger_client::LedgerClient;
 use idem_examples::grpc_payments::{serve, BalanceRequest, DebitRequest, Payments, Receipt};
 use idem_examples::payments::{Ledger, LedgerError, MemoryLedger, PgLedger, RedisLedger};
+use idem_examples::sqlite_ledger::SqliteLedger;
 use idem_tests::{pg_store, redis_url, unique_prefix, DownStore, SlowBegin};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
@@ -262,6 +263,15 @@ async fn thirty_two_concurrent_duplicates_debit_once_on_mariadb() {
 async fn thirty_two_concurrent_duplicates_debit_once_on_postgres() {
     let store = pg_store().await;
     let ledger = PgLedger::new(store.clone());
+    ledger.migrate().await.expect("ledger migration");
+    let client = start(store, Arc::new(ledger), Duration::from_millis(200)).await;
+    thirty_two_concurrent_duplicates_debit_once(client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_duplicates_debit_once_on_sqlite() {
+    let store = idem_tests::sqlite_store().await;
+    let ledger = SqliteLedger::new(store.clone());
     ledger.migrate().await.expect("ledger migration");
     let client = start(store, Arc::new(ledger), Duration::from_millis(200)).await;
     thirty_two_concurrent_duplicates_debit_once(client).await;
