@@ -1,8 +1,9 @@
 //! The HTTP semantics table (`http_semantics`) through a framework idem has
 //! no adapter for: hyper's bare `service_fn`. What it takes to cover one is
-//! what this file writes: a `Framework` for its answers (one impl), and a
-//! service that reads the key, the scope and the body with idem-http's
-//! rules and answers through idem-http's pipeline.
+//! what this file writes: its body type and how a body is made (an
+//! `HttpFramework`: two one-line functions), and a service that reads the
+//! key, the scope and the body with idem-http's rules and answers through
+//! idem-http's pipeline.
 
 mod http_semantics;
 
@@ -11,8 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use bytes::Bytes;
-use http::response::Parts;
-use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
 use http_semantics::{echo_body, echo_headers, Runs, SLOW};
@@ -20,8 +20,8 @@ use hyper::body::Incoming;
 use idem_axum::RecordPolicy;
 use idem_core::{Engine, IgnoredFields, Scope};
 use idem_http::{
-    key_decision, read_call, AnswerBody, BoxError, Framework, KeyDecision, Problem,
-    RecordedResponse, RequestLine, Settings, Unreadable,
+    key_decision, read_call, BoxError, HttpAnswers, HttpFramework, KeyDecision, RequestLine,
+    Settings, UnrecordableBody,
 };
 
 /// An answer: a response with any body.
@@ -32,68 +32,19 @@ fn whole(data: Bytes) -> BoxBody<Bytes, BoxError> {
     Full::new(data).map_err(|never| match never {}).boxed()
 }
 
-/// The one impl: this server's answers, as the pipeline handles them.
-#[derive(Clone, Copy)]
-struct Bare(Settings);
+/// What this server's answers take: their body type, and how a body is
+/// made. The pipeline's answers are then [`HttpAnswers<Bare>`].
+enum Bare {}
 
-impl Framework for Bare {
-    type Answer = Answer;
-    type Head = Parts;
+impl HttpFramework for Bare {
     type Body = BoxBody<Bytes, BoxError>;
 
-    fn settings(&self) -> Settings {
-        self.0
+    fn whole(data: Bytes) -> Self::Body {
+        whole(data)
     }
 
-    fn split(&self, answer: Answer) -> Result<(Parts, Self::Body), Answer> {
-        Ok(answer.into_parts())
-    }
-
-    fn status(&self, head: &Parts) -> u16 {
-        head.status.as_u16()
-    }
-
-    fn headers<'h>(&self, head: &'h Parts) -> Vec<(&'h str, &'h [u8])> {
-        idem_http::fields(&head.headers)
-    }
-
-    fn join(&self, head: Parts, body: AnswerBody<Self::Body>) -> Answer {
-        let body = match body {
-            AnswerBody::Unread(body) => body,
-            AnswerBody::Whole { data, .. } => whole(data),
-            AnswerBody::Unrecordable(rest) => rest.boxed(),
-        };
-        Response::from_parts(head, body)
-    }
-
-    fn replay(&self, recorded: RecordedResponse) -> Result<Answer, Unreadable> {
-        let mut response = Response::new(whole(recorded.body));
-        *response.status_mut() =
-            StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
-        for (name, value) in recorded.headers {
-            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("name"))?;
-            let value = HeaderValue::from_maybe_shared(value).map_err(|_| Unreadable("value"))?;
-            response.headers_mut().append(name, value);
-        }
-        Ok(response)
-    }
-
-    fn problem(&self, problem: &Problem) -> Answer {
-        let mut response = Response::new(whole(Bytes::from(problem.body())));
-        *response.status_mut() = StatusCode::from_u16(problem.status()).unwrap_or_default();
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        if let Some(secs) = problem.retry_after_secs() {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        response
-    }
-
-    fn nobody(&self) -> Answer {
-        Response::default()
+    fn rest(rest: UnrecordableBody<Self::Body>) -> Self::Body {
+        rest.boxed()
     }
 }
 
@@ -140,7 +91,7 @@ async fn serve_one(
     settings: Settings,
     req: Request<Incoming>,
 ) -> Answer {
-    let bare = Bare(settings);
+    let bare = HttpAnswers::<Bare>::new(settings);
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_owned();
     if parts.method != Method::POST && parts.method != Method::PATCH {
@@ -159,7 +110,7 @@ async fn serve_one(
     ) {
         KeyDecision::Key(key) => key,
         KeyDecision::PassThrough => unreachable!("the key is required"),
-        KeyDecision::Refuse(problem) => return bare.problem(&problem),
+        KeyDecision::Refuse(problem) => return problem.response(whole),
     };
     let scope = parts
         .headers
@@ -183,7 +134,7 @@ async fn serve_one(
     let limit = settings.max_request_body;
     let (call, bytes) = match read_call(line, scope, key, body, limit, &sent_at).await {
         Ok(read) => read,
-        Err(problem) => return bare.problem(&problem),
+        Err(problem) => return problem.response(whole),
     };
     let method = parts.method;
     let handler = move |_claim| async move { route(runs, method, &path, bytes).await };

@@ -1,6 +1,7 @@
 //! A gRPC method behind `idem_tonic::IdempotencyLayer` reads its layer's
 //! limits through `idem_http::current_settings()`, as an HTTP handler reads
-//! its route's: what it may record is what the layer records.
+//! its route's: what it may record is what the layer records, and that its
+//! answer is recorded by its gRPC status.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -8,7 +9,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use http_body_util::{BodyExt, Full};
 use idem_core::{Engine, MemoryStore};
-use idem_http::Settings;
+use idem_http::{RecordPolicy, Settings};
 use tonic::body::Body;
 use tower::{Layer, Service, ServiceExt};
 
@@ -75,5 +76,10 @@ async fn a_grpc_method_reads_the_limits_its_layer_was_given() {
         (seen.max_request_body, seen.max_response_body),
         (7_000, 123_456),
         "the method reads its layer's limits, not the defaults"
+    );
+    assert_eq!(
+        seen.record,
+        RecordPolicy::ByGrpcStatus,
+        "the method reads that its answer is recorded by its gRPC status, not an HTTP policy"
     );
 }

@@ -2,6 +2,7 @@
 //! people who run the service. Mount it behind your own authentication, on
 //! an address of its own.
 
+use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
@@ -12,7 +13,6 @@ use serde_json::{json, Value};
 
 use crate::problem::{Problem, ProblemKind};
 use crate::problem_json::problem_json;
-use crate::record;
 
 /// The record a request names: `?scope=<scope>&key=<key>` (an empty or
 /// missing scope is the global scope, which the layer uses by default).
@@ -187,7 +187,8 @@ async fn look_up_inner(engine: &Engine, query: Option<&str>) -> Result<Response,
 /// A recorded outcome as JSON: the HTTP response it records, or its bytes as
 /// text for a result recorded by `Engine::run`.
 async fn shown(outcome: &idem_core::Outcome) -> Value {
-    let response = idem_http::decode(outcome).and_then(record::response_of);
+    let response =
+        idem_http::decode(outcome).and_then(|r| r.into_response(|body, _| Body::from(body)));
     let Ok(response) = response else {
         return json!({ "text": String::from_utf8_lossy(outcome.as_bytes()) });
     };

@@ -4,8 +4,9 @@
 use axum::response::{IntoResponse, Response};
 use idem_core::{Claim, StoreTransaction};
 
+use crate::layer::Axum;
 use crate::problem::Problem;
-use crate::respond::Answers;
+use idem_http::HttpAnswers;
 
 /// What the transaction read changed before it could commit
 /// ([`try_commit_response`]): nothing was applied, and the claim is still
@@ -89,7 +90,7 @@ pub async fn try_commit_response<T: StoreTransaction>(
     claim: &Claim,
     response: impl IntoResponse,
 ) -> Result<Response, Conflict> {
-    let answers = Answers(idem_http::current_settings());
+    let answers = HttpAnswers::<Axum>::new(idem_http::current_settings());
     idem_http::commit_answer(&answers, tx, claim, response.into_response())
         .await
         .map_err(Conflict)

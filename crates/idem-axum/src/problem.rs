@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use http::{header, HeaderValue, StatusCode};
+use http::StatusCode;
 pub use idem_http::{ProblemKind, PROBLEM_TYPE_PREFIX};
 
 /// A problem answer: `application/problem+json` with `type`, `title`,
@@ -60,18 +60,8 @@ impl From<idem_http::Problem> for Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let mut response = Response::new(Body::from(self.body()));
-        *response.status_mut() = self.status();
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        if let Some(secs) = self.0.retry_after_secs() {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        // What `problem_format` finds to render the answer another way.
-        response.extensions_mut().insert(self.0);
-        response
+        // The problem rides in the extensions, where `problem_format` finds
+        // it to render the answer another way.
+        self.0.response(Body::from)
     }
 }

@@ -1,12 +1,8 @@
 //! Recorded responses in axum's types: a response encoded the way idem
-//! records it ([`idem_http::encode`]), and read back.
+//! records it ([`idem_http::encode`]).
 
-use axum::body::Body;
-use axum::response::Response;
-use http::header::HeaderName;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, StatusCode};
 use idem_core::Outcome;
-use idem_http::{RecordedResponse, Unreadable};
 
 /// Encodes a response the way idem records it (see [`idem_http::encode`]):
 /// status, end-to-end headers (every value, in order) and body. A handler
@@ -21,28 +17,12 @@ pub fn encode(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Outcome {
     idem_http::encode(status.as_u16(), &pairs, body)
 }
 
-/// A recorded response, read back as an axum response.
-pub(crate) fn response_of(recorded: RecordedResponse) -> Result<Response, Unreadable> {
-    let status = StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
-    let mut headers = HeaderMap::with_capacity(recorded.headers.len());
-    for (name, value) in recorded.headers {
-        let name =
-            HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("header name"))?;
-        // The record's bytes, not a copy of them.
-        let value =
-            HeaderValue::from_maybe_shared(value).map_err(|_| Unreadable("header value"))?;
-        headers.append(name, value);
-    }
-    let mut response = Response::new(Body::from(recorded.body));
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    Ok(response)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::header;
+    use axum::body::Body;
+    use http::header::{self, HeaderName};
+    use http::HeaderValue;
 
     #[test]
     fn round_trip_keeps_every_end_to_end_header_in_order() {
@@ -67,7 +47,10 @@ mod tests {
         h.append(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
         let body = [0u8, 255, 10];
         let outcome = encode(StatusCode::CREATED, &h, &body);
-        let back = response_of(idem_http::decode(&outcome).expect("decodes")).expect("reads back");
+        let back = idem_http::decode(&outcome)
+            .expect("decodes")
+            .into_response(|body, _| Body::from(body))
+            .expect("reads back");
         assert_eq!(back.status(), StatusCode::CREATED);
         let cookies: Vec<_> = back.headers().get_all(header::SET_COOKIE).iter().collect();
         assert_eq!(cookies, ["a=1", "b=2"]);

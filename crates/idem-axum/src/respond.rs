@@ -1,63 +1,26 @@
-//! The answer pipeline for axum: [`Answers`], axum's answers in the nouns
-//! [`idem_http::respond`] reads and records them by, and `respond`, which
-//! runs a handler through it.
+//! The answer pipeline for axum: axum's answers are `http` responses with
+//! axum's body ([`Axum`] is an [`HttpFramework`]), and `respond` runs a
+//! handler through [`idem_http::respond`] with them.
 
 use std::future::Future;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use http::response::Parts;
+use bytes::Bytes;
 use idem_core::{Call, Claim, Engine};
-use idem_http::{AnswerBody, Framework, RecordedResponse, Settings, Unreadable};
+use idem_http::{HttpAnswers, HttpFramework, Settings, UnrecordableBody};
 
-use crate::problem::Problem;
-use crate::record::response_of;
+use crate::layer::Axum;
 
-/// axum's answers, under a route's settings.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Answers(pub(crate) Settings);
-
-impl Framework for Answers {
-    type Answer = Response;
-    type Head = Parts;
+impl HttpFramework for Axum {
     type Body = Body;
 
-    fn settings(&self) -> Settings {
-        self.0
+    fn whole(data: Bytes) -> Body {
+        Body::from(data)
     }
 
-    fn split(&self, response: Response) -> Result<(Parts, Body), Response> {
-        Ok(response.into_parts())
-    }
-
-    fn status(&self, head: &Parts) -> u16 {
-        head.status.as_u16()
-    }
-
-    fn headers<'h>(&self, head: &'h Parts) -> Vec<(&'h str, &'h [u8])> {
-        idem_http::fields(&head.headers)
-    }
-
-    fn join(&self, head: Parts, body: AnswerBody<Body>) -> Response {
-        let body = match body {
-            AnswerBody::Unread(body) => body,
-            // Trailers are neither recorded nor replayed.
-            AnswerBody::Whole { data, .. } => Body::from(data),
-            AnswerBody::Unrecordable(rest) => Body::new(rest),
-        };
-        Response::from_parts(head, body)
-    }
-
-    fn replay(&self, recorded: RecordedResponse) -> Result<Response, Unreadable> {
-        response_of(recorded)
-    }
-
-    fn problem(&self, problem: &idem_http::Problem) -> Response {
-        Problem::from(problem.clone()).into_response()
-    }
-
-    fn nobody(&self) -> Response {
-        Response::default()
+    fn rest(rest: UnrecordableBody<Body>) -> Body {
+        Body::new(rest)
     }
 }
 
@@ -78,5 +41,5 @@ where
     R: IntoResponse,
 {
     let handler = |claim| async move { handler(claim).await.into_response() };
-    idem_http::respond(Answers(settings), engine, call, handler).await
+    idem_http::respond(HttpAnswers::<Axum>::new(settings), engine, call, handler).await
 }

@@ -5,8 +5,9 @@
 //! read, what makes two requests the same request, how a response is
 //! recorded and read back byte for byte, which answers are recorded, the
 //! problem kinds idem answers with, and the answer pipeline that runs a
-//! covered handler through the engine ([`answer`]). An adapter implements
-//! [`Framework`] for its framework's answers and keeps only its framework's
+//! covered handler through the engine ([`answer`]). An adapter on `http`
+//! types names its body type ([`HttpFramework`]); one with answers of its
+//! own implements [`Framework`] for them. Each keeps only its framework's
 //! types; the rules work on the `http` crate's types (the key header is an
 //! [`http::HeaderName`]), strings, bytes and numbers, and bodies are read
 //! through `http_body::Body`.
@@ -20,6 +21,7 @@ mod fingerprint;
 mod framework;
 mod header_scope;
 mod headers;
+mod http_framework;
 mod idempotency;
 mod key_decision;
 mod pipeline;
@@ -43,6 +45,7 @@ pub use fingerprint::{add_body, request_fingerprint};
 pub use framework::{AnswerBody, Classified, Framework};
 pub use header_scope::scope_from_values;
 pub use headers::{is_json, key_from_values, KeyHeaderError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+pub use http_framework::{HttpAnswers, HttpFramework};
 pub use idempotency::{Idempotency, TowerAdapter};
 pub use key_decision::{key_decision, KeyDecision};
 pub use pipeline::{answer, answer_claimed, commit_answer, panicked, respond, start, Started};

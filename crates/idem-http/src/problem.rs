@@ -3,6 +3,8 @@
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
+use http::{header, HeaderValue, StatusCode};
 use idem_core::{CommitError, Error, Outcome};
 
 use crate::headers::KeyHeaderError;
@@ -66,6 +68,27 @@ impl Problem {
     /// The `application/problem+json` body.
     pub fn body(&self) -> String {
         problem_body(self.kind, &self.detail)
+    }
+
+    /// The problem as an `http` response whose body `body` makes of the
+    /// problem's JSON: its status, `Content-Type: application/problem+json`,
+    /// `Retry-After` where retrying makes sense, and the problem itself in
+    /// the response's extensions, where [`ProblemFormat`](crate::ProblemFormat)
+    /// finds it to render the answer in the application's format.
+    pub fn response<B>(&self, body: impl FnOnce(Bytes) -> B) -> http::Response<B> {
+        let mut response = http::Response::new(body(Bytes::from(self.body())));
+        *response.status_mut() =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(secs) = self.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response.extensions_mut().insert(self.clone());
+        response
     }
 
     /// The answer for a handler whose transaction did not commit with its

@@ -12,6 +12,7 @@ mod format1;
 mod format2;
 
 use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use idem_core::Outcome;
 
 /// The format this version writes, and the newest it reads.
@@ -86,6 +87,46 @@ pub struct RecordedResponse {
     pub body: Bytes,
     /// The trailers, every value, in order (empty for most HTTP responses).
     pub trailers: Vec<(String, Bytes)>,
+}
+
+impl RecordedResponse {
+    /// The recorded response as an `http` response, its body made by `body`
+    /// of the recorded body and trailers (`None` when none were recorded,
+    /// as for every HTTP answer).
+    ///
+    /// # Errors
+    ///
+    /// The part that is not a valid status, header name or header value.
+    pub fn into_response<B>(
+        self,
+        body: impl FnOnce(Bytes, Option<HeaderMap>) -> B,
+    ) -> Result<http::Response<B>, Unreadable> {
+        let status = StatusCode::from_u16(self.status).map_err(|_| Unreadable("status"))?;
+        let headers = header_map(self.headers)?;
+        let trailers = if self.trailers.is_empty() {
+            None
+        } else {
+            Some(header_map(self.trailers)?)
+        };
+        let mut response = http::Response::new(body(self.body, trailers));
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        Ok(response)
+    }
+}
+
+/// Recorded fields as a header map, every value in order; each value is a
+/// slice of the record, not a copy.
+fn header_map(fields: Vec<(String, Bytes)>) -> Result<HeaderMap, Unreadable> {
+    let mut map = HeaderMap::with_capacity(fields.len());
+    for (name, value) in fields {
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("header name"))?;
+        let value =
+            HeaderValue::from_maybe_shared(value).map_err(|_| Unreadable("header value"))?;
+        map.append(name, value);
+    }
+    Ok(map)
 }
 
 /// Why a record could not be read back: the part that was wrong.

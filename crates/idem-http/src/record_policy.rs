@@ -10,6 +10,14 @@ pub enum RecordPolicy {
     ExceptServerErrors,
     /// Record every answer, 5xx included (Stripe's practice).
     All,
+    /// A gRPC call's answer, whose HTTP status is 200 whatever happened: it
+    /// is recorded by the final status in its trailers, under the layer's
+    /// `idem_tonic::RecordCodes`, which idem-tonic's layer decides. What
+    /// a covered gRPC method reads in
+    /// [`current_settings`](crate::current_settings). By HTTP status alone
+    /// it records what [`ExceptServerErrors`](Self::ExceptServerErrors)
+    /// does: a 5xx is no gRPC answer.
+    ByGrpcStatus,
 }
 
 impl RecordPolicy {
@@ -17,7 +25,9 @@ impl RecordPolicy {
     pub fn records(self, status: u16) -> bool {
         match self {
             RecordPolicy::All => true,
-            RecordPolicy::ExceptServerErrors => !(500..600).contains(&status),
+            RecordPolicy::ExceptServerErrors | RecordPolicy::ByGrpcStatus => {
+                !(500..600).contains(&status)
+            }
         }
     }
 }

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use idem_core::{Claim, CommitError, Outcome, StoreTransaction};
 use tokio::task::futures::TaskLocalFuture;
 
+#[cfg(doc)]
+use crate::record_policy::RecordPolicy;
 use crate::settings::Settings;
 
 tokio::task_local! {
@@ -76,8 +78,9 @@ impl Run {
 /// The settings of the route whose covered handler this task runs (the
 /// defaults outside one): the record policy and body limits that an
 /// adapter's `commit_response` applies. Under `idem_tonic`'s layer, the
-/// layer's body limits; a gRPC answer is recorded by its code (the layer's
-/// `RecordCodes`), so `record` keeps its default there.
+/// layer's body limits, and `record` is [`RecordPolicy::ByGrpcStatus`]: a
+/// gRPC answer is recorded by its final status, under the layer's
+/// `RecordCodes`.
 pub fn current_settings() -> Settings {
     RUN.try_with(|run| run.settings).unwrap_or_default()
 }

@@ -7,13 +7,13 @@ use std::marker::PhantomData;
 
 use bytes::Bytes;
 use http::response::Parts;
-use http::{HeaderMap, HeaderName, HeaderValue, Response};
+use http::{HeaderMap, Response};
 use http_body::Frame;
 use http_body_util::StreamBody;
 use idem_core::Outcome;
 use idem_http::{
-    AnswerBody, BoxError, Classified, Coverage, Framework, Problem, RecordedResponse, Settings,
-    Unreadable,
+    AnswerBody, BoxError, Classified, Coverage, Framework, Problem, RecordPolicy, RecordedResponse,
+    Settings, Unreadable,
 };
 use tonic::body::Body;
 use tonic::Code;
@@ -25,7 +25,8 @@ use crate::record_codes::RecordCodes;
 /// A gRPC server's answers (a response, or the service's error `E`) under
 /// the layer's settings.
 pub(crate) struct Answers<E> {
-    /// The layer's bounds; its record policy is `record`, by gRPC code.
+    /// The layer's bounds, and its record policy: by the final status,
+    /// under `record`.
     settings: Settings,
     record: RecordCodes,
     error: PhantomData<fn() -> E>,
@@ -33,10 +34,12 @@ pub(crate) struct Answers<E> {
 
 impl<E> Answers<E> {
     pub(crate) fn new(coverage: &Coverage<Tonic>) -> Self {
-        // The layer's bounds; a gRPC answer's record policy is `record`.
+        // The layer's bounds; a gRPC answer is recorded by its final status,
+        // under `record`, and its settings say so.
         let mut settings = Settings::default();
         settings.max_request_body = coverage.max_request_body;
         settings.max_response_body = coverage.max_response_body;
+        settings.record = RecordPolicy::ByGrpcStatus;
         Self {
             settings,
             record: coverage.record,
@@ -104,18 +107,7 @@ impl<E> Framework for Answers<E> {
     }
 
     fn replay(&self, recorded: RecordedResponse) -> Result<Self::Answer, Unreadable> {
-        let status =
-            http::StatusCode::from_u16(recorded.status).map_err(|_| Unreadable("status"))?;
-        let headers = header_map(recorded.headers)?;
-        let trailers = if recorded.trailers.is_empty() {
-            None
-        } else {
-            Some(header_map(recorded.trailers)?)
-        };
-        let mut response = Response::new(body_of(recorded.body, trailers));
-        *response.status_mut() = status;
-        *response.headers_mut() = headers;
-        Ok(Ok(response))
+        recorded.into_response(body_of).map(Ok)
     }
 
     fn problem(&self, problem: &Problem) -> Self::Answer {
@@ -159,16 +151,4 @@ fn body_of(data: Bytes, trailers: Option<HeaderMap>) -> Body {
     ];
     let stream = futures_util::stream::iter(frames.into_iter().flatten().map(Ok::<_, BoxError>));
     Body::new(StreamBody::new(stream))
-}
-
-fn header_map(fields: Vec<(String, Bytes)>) -> Result<HeaderMap, Unreadable> {
-    let mut map = HeaderMap::with_capacity(fields.len());
-    for (name, value) in fields {
-        let name =
-            HeaderName::from_bytes(name.as_bytes()).map_err(|_| Unreadable("header name"))?;
-        let value =
-            HeaderValue::from_maybe_shared(value).map_err(|_| Unreadable("header value"))?;
-        map.append(name, value);
-    }
-    Ok(map)
 }
