@@ -20,9 +20,15 @@ pub struct Call {
 }
 
 impl Call {
-    /// A call of the request `fingerprint` under `key` in `scope`.
-    pub fn new(scope: impl Into<Scope>, key: IdempotencyKey, fingerprint: Fingerprint) -> Self {
-        let scope = scope.into();
+    /// A call of the request `fingerprint` (a [`Fingerprint`], or the
+    /// [`FingerprintBuilder`](crate::FingerprintBuilder) that makes it)
+    /// under `key` in `scope`.
+    pub fn new(
+        scope: impl Into<Scope>,
+        key: IdempotencyKey,
+        fingerprint: impl Into<Fingerprint>,
+    ) -> Self {
+        let (scope, fingerprint) = (scope.into(), fingerprint.into());
         let id = RecordId::new(&scope, &key);
         Self {
             scope,

@@ -100,6 +100,18 @@ impl FingerprintBuilder {
         self
     }
 
+    /// Adds named parts given as raw bytes, in order: the same fingerprint
+    /// as one [`bytes`](Self::bytes) for each.
+    pub fn fields<'a>(
+        &mut self,
+        parts: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    ) -> &mut Self {
+        for (name, value) in parts {
+            self.bytes(name, value);
+        }
+        self
+    }
+
     /// Adds a part given as a JSON value, hashed canonically.
     pub fn json(&mut self, name: &str, value: &Value) -> &mut Self {
         self.h.update(b"j");
@@ -143,6 +155,14 @@ impl FingerprintBuilder {
     /// The finished fingerprint.
     pub fn finish(&self) -> Fingerprint {
         Fingerprint::from_bytes(self.h.clone().finalize().into())
+    }
+}
+
+/// The finished fingerprint ([`FingerprintBuilder::finish`]): a builder
+/// goes straight into [`Call::new`](crate::Call::new).
+impl From<FingerprintBuilder> for Fingerprint {
+    fn from(builder: FingerprintBuilder) -> Self {
+        builder.finish()
     }
 }
 

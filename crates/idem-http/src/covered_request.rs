@@ -52,6 +52,6 @@ where
     let bytes = read_request_body(line.content_length, body, limit).await?;
     let mut fp = request_fingerprint("http", line.method, line.route, line.path, line.query);
     add_body(&mut fp, "body", is_json(line.content_type), &bytes, ignored);
-    let call = Call::new(scope, key, fp.finish()).with_operation("http");
+    let call = Call::new(scope, key, fp).with_operation("http");
     Ok((call, bytes))
 }
