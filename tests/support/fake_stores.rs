@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, Store, StoreError, StoreFuture,
+    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
+    StoreError, StoreFuture,
 };
 
 use crate::hooked_store::{Hooked, Hooks, Transition};
@@ -38,6 +39,22 @@ impl Store for DownStore {
     }
     async fn renew(&self, _: &RecordId, _: &Lease, _: Duration) -> Result<Lease, StoreError> {
         Err(refused("renew"))
+    }
+    fn wakes(&self) -> bool {
+        false
+    }
+    async fn changed(&self, _: &RecordId, within: Duration) -> Option<RecordInfo> {
+        tokio::time::sleep(within).await;
+        None
+    }
+    fn name(&self) -> &'static str {
+        "down"
+    }
+    async fn inspect(&self, _: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
+        Err(refused("inspect"))
+    }
+    async fn remove(&self, _: &RecordId, _: bool) -> Result<Removal, StoreError> {
+        Err(refused("remove"))
     }
 }
 

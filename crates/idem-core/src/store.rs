@@ -205,10 +205,11 @@ pub enum Removal {
 /// Each step is written once. `begin` and `complete`, on every request's
 /// path, answer in a [`StoreFuture`] that borrows nothing: clone what the
 /// step needs (a pool, a connection, the arguments) into it, or give the
-/// answer at once. The other steps are `async` methods. A store that
-/// forwards to another and counts the claims it grants (a wrapper forwards
-/// `wakes`, `changed`, `name`, `inspect` and `remove` too: their defaults
-/// describe a store that can do none of them):
+/// answer at once. The other steps are `async` methods. None has a
+/// default, so that a wrapper cannot forget to forward one and quietly
+/// make the store it wraps poll instead of waking, or refuse operators: a
+/// store that cannot do one says so in its own impl. A store that forwards
+/// to another and counts the claims it grants:
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
@@ -324,43 +325,30 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Lease, StoreError>;
 
     /// Whether [`changed`](Self::changed) is woken when a record is
-    /// completed, released or removed. If not, the engine polls: a duplicate
-    /// that waits (`OnInFlight::Wait`) calls `changed` with short, growing
-    /// pauses instead of waiting for the whole lease.
-    fn wakes(&self) -> bool {
-        false
-    }
+    /// completed, released or removed. If not (`false`), the engine polls: a
+    /// duplicate that waits (`OnInFlight::Wait`) calls `changed` with short,
+    /// growing pauses instead of waiting for the whole lease.
+    fn wakes(&self) -> bool;
 
     /// Waits until the record `id` may have changed (completed, released or
     /// removed), or `within` has passed. A store that read the record while
     /// waking its waiters returns what it read, so that they need not each
-    /// ask again (a completed record answers them all). The default sleeps
-    /// `within` and returns `None`.
-    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo> {
-        let _ = id;
-        tokio::time::sleep(within).await;
-        None
-    }
+    /// ask again (a completed record answers them all). A store that cannot
+    /// wake (its `wakes` is `false`) sleeps `within` and returns `None`.
+    async fn changed(&self, id: &RecordId, within: Duration) -> Option<RecordInfo>;
 
     /// The store's name in metrics (`memory`, `redis`, `postgres`).
-    fn name(&self) -> &'static str {
-        "custom"
-    }
+    fn name(&self) -> &'static str;
 
     /// Looks a live record up, for operators (support, debugging); `None`
-    /// if there is none. Not on the request path.
-    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError> {
-        let _ = id;
-        Err(StoreError::unsupported("inspect"))
-    }
+    /// if there is none. Not on the request path. A store that cannot
+    /// answers [`StoreError::unsupported`].
+    async fn inspect(&self, id: &RecordId) -> Result<Option<RecordInfo>, StoreError>;
 
     /// Ends a live record, so that the next request with its key runs
     /// again. An in-flight record is refused unless `force` (its holder may
     /// still be running the operation: a retry would run it twice). The
     /// record's token is kept, so a holder fenced off by a later claim stays
-    /// fenced.
-    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError> {
-        let _ = (id, force);
-        Err(StoreError::unsupported("remove"))
-    }
+    /// fenced. A store that cannot answers [`StoreError::unsupported`].
+    async fn remove(&self, id: &RecordId, force: bool) -> Result<Removal, StoreError>;
 }
