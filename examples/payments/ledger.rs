@@ -51,7 +51,7 @@ impl LedgerTx {
     }
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl StoreTransaction for LedgerTx {
     async fn complete(
         &mut self,
@@ -91,7 +91,7 @@ impl StoreTransaction for LedgerTx {
 }
 
 /// Where balances live.
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 pub trait Ledger: Send + Sync + 'static {
     /// The balance of `account`, opening it if new.
     async fn balance(&self, account: &str) -> Result<u64, LedgerError>;

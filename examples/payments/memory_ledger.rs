@@ -64,7 +64,7 @@ impl MemoryLedger {
     }
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl Ledger for MemoryLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
         Ok(self.read(account))

@@ -112,7 +112,7 @@ impl MySqlLedger {
     }
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl Ledger for MySqlLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
         let found: Option<i64> = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.balance)))

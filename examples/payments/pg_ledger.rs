@@ -108,7 +108,7 @@ impl PgLedger {
     }
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl Ledger for PgLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
         let db = |e: sqlx::Error| LedgerError::Unavailable(format!("postgres: {e}"));

@@ -187,7 +187,7 @@ fn parse_balance(read: Option<&[u8]>) -> Result<u64, LedgerError> {
         .ok_or_else(|| LedgerError::Unavailable("redis: a balance that is not a number".into()))
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl Ledger for RedisLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
         // A read, so asked again once when it fails: the first command on a

@@ -87,7 +87,7 @@ async fn read_balance(
     Ok(found.map_or(OPENING_BALANCE, |b| u64::try_from(b).unwrap_or(0)))
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl Ledger for SqliteLedger {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
         read_balance(self.store.pool(), account).await

@@ -22,7 +22,8 @@
 
 use std::time::Duration;
 
-use idem_core::{Begin, Call, Fingerprint, IdempotencyKey, MemoryStore, Outcome, Store};
+use idem_core::store::Begin;
+use idem_core::{Call, Fingerprint, IdempotencyKey, MemoryStore, Outcome, Store};
 use idem_redis::KeyLayout;
 use idem_tests::{mysql_store, pg_store, PrivateRedis};
 use sqlx::Row;

@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idem_core::{Begin, Call, Fingerprint, IdempotencyKey, Outcome, Store};
+use idem_core::store::Begin;
+use idem_core::{Call, Fingerprint, IdempotencyKey, Outcome, Store};
 use idem_postgres::PgStore;
 use idem_tests::pg_store;
 

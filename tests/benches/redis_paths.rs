@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt as _};
-use idem_core::{Begin, Call, Lease, Outcome, Store};
+use idem_core::store::Begin;
+use idem_core::{Call, Lease, Outcome, Store};
 use idem_redis::RedisStore;
 use idem_tests::PrivateRedis;
 

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use idem_core::{Begin, Lease, Store};
+use idem_core::store::Begin;
+use idem_core::{Lease, Store};
 
 /// A call of operation `op` under `key` in `scope`, fingerprinting the key.
 pub fn call(scope: &str, key: &str) -> idem_core::Call {

@@ -7,10 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{
-    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
-    StoreError, StoreFuture,
-};
+use idem_core::store::{async_trait, Begin, StoreFuture};
+use idem_core::{Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store, StoreError};
 
 use crate::hooked_store::{Hooked, Hooks, Transition};
 

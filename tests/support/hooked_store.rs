@@ -7,10 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{
-    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
-    StoreError, StoreFuture,
-};
+use idem_core::store::{async_trait, Begin, StoreFuture};
+use idem_core::{Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store, StoreError};
 
 /// A transition a [`Hooked`] store forwards, as its hooks see it.
 #[derive(Clone, Copy, Debug)]

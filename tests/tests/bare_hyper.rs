@@ -19,10 +19,11 @@ use http_semantics::{echo_body, echo_headers, Runs, SLOW};
 use hyper::body::Incoming;
 use idem_axum::RecordPolicy;
 use idem_core::{Engine, IgnoredFields, Scope};
-use idem_http::{
+use idem_http::adapter::{
     key_decision, read_call, BoxError, HttpAnswers, HttpFramework, KeyDecision, RequestLine,
-    Settings, UnrecordableBody,
+    UnrecordableBody,
 };
+use idem_http::Settings;
 
 /// An answer: a response with any body.
 type Answer = Response<BoxBody<Bytes, BoxError>>;
@@ -138,7 +139,7 @@ async fn serve_one(
     };
     let method = parts.method;
     let handler = move |_claim| async move { route(runs, method, &path, bytes).await };
-    idem_http::respond(bare, engine, call, handler).await
+    idem_http::adapter::respond(bare, engine, call, handler).await
 }
 
 fn start(

@@ -27,7 +27,7 @@ struct SlowAnswer {
     after: Duration,
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl Ledger for SlowAnswer {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
         self.inner.balance(account).await

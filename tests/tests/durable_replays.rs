@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use idem_core::{Begin, Engine, Error, Never, OnInFlight, Outcome, Policy, Ran, Store};
+use idem_core::store::Begin;
+use idem_core::{Engine, Error, Never, OnInFlight, Outcome, Policy, Ran, Store};
 use idem_redis::RedisStore;
 use idem_tests::sentinel::{ask, PrivateSentinels, SERVICE};
 use idem_tests::{call, claim, Server};

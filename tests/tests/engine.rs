@@ -5,9 +5,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use idem_core::store::Begin;
 use idem_core::{
-    Begin, Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, MemoryStore, OnInFlight,
-    Policy, Ran, Scope, Store,
+    Call, Engine, Error, Failure, Fingerprint, IdempotencyKey, MemoryStore, OnInFlight, Policy,
+    Ran, Scope, Store,
 };
 use idem_tests::{Hooked, Hooks, Transition};
 use serde::{Deserialize, Serialize};
@@ -805,7 +806,7 @@ async fn claimable_again(engine: &Engine, c: &Call) -> bool {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
     loop {
         match engine.begin(c).await {
-            Ok(idem_core::Begun::Claimed(_)) => return true,
+            Ok(idem_core::adapter::Begun::Claimed(_)) => return true,
             _ if tokio::time::Instant::now() >= deadline => return false,
             _ => tokio::time::sleep(Duration::from_millis(5)).await,
         }
@@ -819,8 +820,8 @@ async fn a_claim_taken_and_dropped_before_anything_ran_is_released_for_the_retry
         .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let c = call("taken-then-dropped", &serde_json::json!({"amount": 5}));
     match engine.begin(&c).await.expect("begin") {
-        idem_core::Begun::Claimed(claimed) => drop(claimed),
-        idem_core::Begun::Replayed(_) => panic!("a new key replayed"),
+        idem_core::adapter::Begun::Claimed(claimed) => drop(claimed),
+        idem_core::adapter::Begun::Replayed(_) => panic!("a new key replayed"),
     }
     assert!(
         claimable_again(&engine, &c).await,
@@ -834,7 +835,8 @@ async fn a_claim_run_under_another_call_runs_nothing_and_is_released() {
         .with_policy(Policy::default().lease(Duration::from_mins(1)));
     let taken = call("claimed-for-this", &serde_json::json!({"amount": 5}));
     let other = call("run-for-that", &serde_json::json!({"amount": 5}));
-    let idem_core::Begun::Claimed(claimed) = engine.begin(&taken).await.expect("begin") else {
+    let idem_core::adapter::Begun::Claimed(claimed) = engine.begin(&taken).await.expect("begin")
+    else {
         panic!("a new key replayed");
     };
     let ran = Arc::new(AtomicUsize::new(0));
@@ -843,7 +845,7 @@ async fn a_claim_run_under_another_call_runs_nothing_and_is_released() {
             let ran = Arc::clone(&ran);
             async move {
                 ran.fetch_add(1, Ordering::SeqCst);
-                idem_core::Completion::Record {
+                idem_core::adapter::Completion::Record {
                     value: (),
                     outcome: idem_core::Outcome::new(b"done".to_vec()),
                 }
@@ -866,7 +868,7 @@ async fn a_claim_run_under_another_call_runs_nothing_and_is_released() {
 async fn a_call_begun_then_executed_records_once_and_its_retry_replays() {
     let engine = Engine::new(MemoryStore::new());
     let c = call("begun-then-run", &serde_json::json!({"amount": 5}));
-    let idem_core::Begun::Claimed(claimed) = engine.begin(&c).await.expect("begin") else {
+    let idem_core::adapter::Begun::Claimed(claimed) = engine.begin(&c).await.expect("begin") else {
         panic!("a new key replayed");
     };
     // A duplicate meanwhile is told the call is in flight.
@@ -878,7 +880,7 @@ async fn a_call_begun_then_executed_records_once_and_its_retry_replays() {
     ));
     let executed = engine
         .execute_claimed(&c, claimed, |_| async {
-            idem_core::Completion::Record {
+            idem_core::adapter::Completion::Record {
                 value: "receipt",
                 outcome: idem_core::Outcome::new(b"receipt".to_vec()),
             }
@@ -887,10 +889,10 @@ async fn a_call_begun_then_executed_records_once_and_its_retry_replays() {
         .expect("runs");
     assert!(matches!(
         executed,
-        idem_core::Execution::Executed("receipt")
+        idem_core::adapter::Execution::Executed("receipt")
     ));
     match engine.begin(&c).await.expect("retry") {
-        idem_core::Begun::Replayed(outcome) => assert_eq!(outcome.as_bytes(), b"receipt"),
-        idem_core::Begun::Claimed(_) => panic!("the retry was given a new claim"),
+        idem_core::adapter::Begun::Replayed(outcome) => assert_eq!(outcome.as_bytes(), b"receipt"),
+        idem_core::adapter::Begun::Claimed(_) => panic!("the retry was given a new claim"),
     }
 }

@@ -562,7 +562,7 @@ struct FailsOnce {
     debits: AtomicUsize,
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl Ledger for FailsOnce {
     async fn balance(&self, account: &str) -> Result<u64, LedgerError> {
         self.inner.balance(account).await

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::memory::{ManualClock, WhenFull};
+use idem_core::store::Begin;
 use idem_core::{
-    Begin, Call, Engine, Error, Fingerprint, IdempotencyKey, Lease, MemoryStore, Never, Outcome,
-    Ran, Scope, Store,
+    Call, Engine, Error, Fingerprint, IdempotencyKey, Lease, MemoryStore, Never, Outcome, Ran,
+    Scope, Store,
 };
 
 fn call(key: &str) -> Call {

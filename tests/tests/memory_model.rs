@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::memory::ManualClock;
-use idem_core::{
-    Begin, Fingerprint, IdempotencyKey, Lease, MemoryStore, Outcome, RecordId, Scope, Store,
-};
+use idem_core::store::Begin;
+use idem_core::{Fingerprint, IdempotencyKey, Lease, MemoryStore, Outcome, RecordId, Scope, Store};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use idem_core::store::Begin;
 use idem_core::{
-    Begin, Call, Engine, Error, OnInFlight, Outcome, Policy, Ran, Removal, Store, StoreErrorKind,
+    Call, Engine, Error, OnInFlight, Outcome, Policy, Ran, Removal, Store, StoreErrorKind,
 };
 use idem_mysql::MySqlStore;
 use idem_tests::{mysql_pool, mysql_store, mysql_store_on, unique_table};
@@ -360,7 +361,7 @@ impl KilledAtCommit {
     }
 }
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl idem_core::StoreTransaction for KilledAtCommit {
     async fn complete(
         &mut self,

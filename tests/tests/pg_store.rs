@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use idem_core::{Begin, Call, Engine, Error, Never, Outcome, Policy, Ran, Store};
+use idem_core::store::Begin;
+use idem_core::{Call, Engine, Error, Never, Outcome, Policy, Ran, Store};
 use idem_postgres::PgStore;
 use idem_tests::{pg_pool, pg_store, unique_schema, PgStatementCounter};
 use sqlx::AssertSqlSafe;

@@ -14,7 +14,8 @@
 use std::time::Duration;
 
 use idem_core::machine::{step, Answer, Effect, Event, Record, RecordState};
-use idem_core::{Begin, FencingToken, Fingerprint, Lease, Outcome};
+use idem_core::store::Begin;
+use idem_core::{FencingToken, Fingerprint, Lease, Outcome};
 use stateright::{Checker, Model, Property};
 
 /// One tick of the model's clock, in store microseconds.

@@ -8,9 +8,10 @@
 
 use std::time::Duration;
 
+use idem_core::store::Begin;
 use idem_core::{
-    Begin, Call, Engine, Error, Fingerprint, IdempotencyKey, MemoryStore, Never, Outcome, Removal,
-    Store, StoreError, StoreErrorKind,
+    Call, Engine, Error, Fingerprint, IdempotencyKey, MemoryStore, Never, Outcome, Removal, Store,
+    StoreError, StoreErrorKind,
 };
 use idem_tests::{mysql_pool, pg_pool, redis_connection, redis_url, unique_prefix, unique_schema};
 use idem_tests::{unique_table, valkey_url};

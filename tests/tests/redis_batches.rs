@@ -1,4 +1,4 @@
-//! Claims and completions asked for at once in a batch (`idem_core::in_batch`,
+//! Claims and completions asked for at once in a batch (`idem_core::adapter::in_batch`,
 //! as a queue consumer's `handle_batch` runs its deliveries) go to Redis
 //! together, one script call for many (`RedisStore::with_batching`, on by
 //! default), and each is answered as if it had been sent alone: a payment asked twice in
@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use futures_util::FutureExt as _;
-use idem_core::{in_batch, Begin, Call, Engine, Never, Outcome, Ran, Store, StoreErrorKind};
+use idem_core::adapter::in_batch;
+use idem_core::store::Begin;
+use idem_core::{Call, Engine, Never, Outcome, Ran, Store, StoreErrorKind};
 use idem_redis::RedisStore;
 use idem_tests::{redis_command_calls, redis_connection, unique_prefix, PrivateRedis};
 

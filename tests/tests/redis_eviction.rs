@@ -8,7 +8,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use idem_core::{Begin, Engine, Error, Never, Outcome, Ran, Store, StoreErrorKind};
+use idem_core::store::Begin;
+use idem_core::{Engine, Error, Never, Outcome, Ran, Store, StoreErrorKind};
 use idem_redis::{ConnectError, RedisStore};
 use idem_tests::sentinel::ask;
 use idem_tests::{call, claim, PrivateRedis, Server};

@@ -263,7 +263,7 @@ async fn a_claim_after_a_failover_gets_a_greater_token_replicated_or_not() {
             .begin(call.record_id(), call.fingerprint(), lease)
             .await
         {
-            Ok(idem_core::Begin::Acquired(l)) => l.token,
+            Ok(idem_core::store::Begin::Acquired(l)) => l.token,
             other => panic!("{other:?}"),
         }
     };
@@ -280,7 +280,7 @@ async fn a_claim_after_a_failover_gets_a_greater_token_replicated_or_not() {
                 .begin(call.record_id(), call.fingerprint(), lease)
                 .await
             {
-                Ok(idem_core::Begin::Acquired(l)) => return l.token,
+                Ok(idem_core::store::Begin::Acquired(l)) => return l.token,
                 other => assert!(Instant::now() < deadline, "{other:?}"),
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

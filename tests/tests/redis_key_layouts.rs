@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{Begin, Engine, Error, Never, OnInFlight, Policy, Ran, Removal, Store};
+use idem_core::store::Begin;
+use idem_core::{Engine, Error, Never, OnInFlight, Policy, Ran, Removal, Store};
 use idem_redis::{KeyLayout, RedisStore};
 use idem_tests::{call, redis_cluster_nodes, redis_connection, redis_url, unique_prefix};
 

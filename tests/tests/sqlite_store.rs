@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{Begin, Call, Engine, Error, OnInFlight, Policy, Ran, Store, StoreErrorKind};
+use idem_core::store::Begin;
+use idem_core::{Call, Engine, Error, OnInFlight, Policy, Ran, Store, StoreErrorKind};
 use idem_sqlite::SqliteStore;
 use idem_tests::{sqlite_path, sqlite_store};
 use sqlx::sqlite::SqliteConnectOptions;

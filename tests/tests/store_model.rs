@@ -20,9 +20,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use idem_core::machine::{self, Answer, Effect, Event, Record};
-use idem_core::{
-    Begin, Fingerprint, IdempotencyKey, Lease, Outcome, RecordId, Removal, Scope, Store,
-};
+use idem_core::store::Begin;
+use idem_core::{Fingerprint, IdempotencyKey, Lease, Outcome, RecordId, Removal, Scope, Store};
 use idem_redis::RedisStore;
 use idem_tests::{mysql_store, pg_store, redis_cluster_nodes, redis_url, unique_prefix};
 use proptest::prelude::*;

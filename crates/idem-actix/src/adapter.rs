@@ -6,7 +6,8 @@ use std::sync::Arc;
 use actix_web::dev::ServiceRequest;
 use actix_web::http::{Method, StatusCode};
 use idem_core::Scope;
-use idem_http::{Adapter, RecordPolicy, ScopeFrom};
+use idem_http::adapter::{Adapter, ScopeFrom};
+use idem_http::RecordPolicy;
 
 /// How a request's scope is read from it.
 pub(crate) type ScopeFn = dyn Fn(&ServiceRequest) -> Result<Scope, StatusCode> + Send + Sync;

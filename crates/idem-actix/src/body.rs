@@ -12,7 +12,8 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http_body::{Body, Frame};
 use http_body_util::StreamBody;
-use idem_http::{BoxError, Problem};
+use idem_http::adapter::BoxError;
+use idem_http::Problem;
 
 /// Reads the request body whole, refusing it past `limit` bytes: at once if
 /// its `Content-Length` says so, else as it streams.
@@ -22,7 +23,7 @@ pub(crate) async fn read_body(
     limit: usize,
 ) -> Result<Bytes, Problem> {
     let length = req.headers().get(CONTENT_LENGTH).map(HeaderValue::as_bytes);
-    idem_http::read_request_body(length, payload_body(payload), limit).await
+    idem_http::adapter::read_request_body(length, payload_body(payload), limit).await
 }
 
 /// A request's payload, read as an `http_body::Body`.

@@ -60,7 +60,7 @@ pub async fn try_commit_response<T: StoreTransaction>(
     response: HttpResponse,
 ) -> Result<HttpResponse, Conflict> {
     let answers = Answers(idem_http::current_settings());
-    match idem_http::commit_answer(&answers, tx, claim, Ok(response)).await {
+    match idem_http::adapter::commit_answer(&answers, tx, claim, Ok(response)).await {
         Ok(answer) => Ok(answer.unwrap_or_else(|e| e.error_response())),
         Err(e) => Err(Conflict(e)),
     }

@@ -12,9 +12,8 @@ use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use idem_core::{Call, Claim, Engine, FingerprintBuilder, IdempotencyKey, IgnoredFields};
-use idem_http::{
-    add_body, is_json, key_from_values, request_fingerprint, Problem, Settings, IDEMPOTENCY_KEY,
-};
+use idem_http::adapter::{add_body, is_json, key_from_values, request_fingerprint};
+use idem_http::{Problem, Settings, IDEMPOTENCY_KEY};
 
 use crate::body::read_body;
 use crate::problem::problem_response;

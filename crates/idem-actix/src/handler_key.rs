@@ -33,9 +33,9 @@ impl OptionalHeaderKey {
 }
 
 /// The scope that header `name` of `request` names (see
-/// [`idem_http::scope_from_values`]).
+/// [`idem_http::adapter::scope_from_values`]).
 pub fn header_scope(request: &HttpRequest, name: &str) -> Result<Scope, Problem> {
-    idem_http::scope_from_values(
+    idem_http::adapter::scope_from_values(
         name,
         request.headers().get_all(name).map(HeaderValue::as_bytes),
     )

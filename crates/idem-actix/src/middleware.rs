@@ -13,7 +13,8 @@ use actix_web::http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use idem_core::Engine;
-use idem_http::{read_call, Coverage, KeyDecision, Problem, RequestLine};
+use idem_http::adapter::{read_call, Coverage, KeyDecision, RequestLine};
+use idem_http::Problem;
 
 use crate::adapter::Actix;
 use crate::body::payload_body;

@@ -1,5 +1,5 @@
 //! The answer pipeline for actix-web: [`Answers`], actix-web's answers as
-//! [`idem_http::start`] and [`idem_http::answer_claimed`] handle them, and `respond`, which runs a handler
+//! [`idem_http::adapter::start`] and [`idem_http::adapter::answer_claimed`] handle them, and `respond`, which runs a handler
 //! through it. The middleware and the attribute's handlers both answer
 //! through here.
 
@@ -12,9 +12,8 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 use idem_core::{Call, Claim, Engine};
-use idem_http::{
-    AnswerBody, Detached, Framework, Problem, RecordedResponse, Settings, Started, Unreadable,
-};
+use idem_http::adapter::{AnswerBody, Detached, Framework, Started};
+use idem_http::{Problem, RecordedResponse, Settings, Unreadable};
 
 use crate::body::{FromActix, ToActix};
 use crate::problem::problem_response;
@@ -96,8 +95,8 @@ impl Framework for Answers {
     }
 }
 
-/// Runs `op` through `engine` for `call` ([`idem_http::start`], then
-/// [`idem_http::answer_claimed`]), recording its answer, and answers with
+/// Runs `op` through `engine` for `call` ([`idem_http::adapter::start`], then
+/// [`idem_http::adapter::answer_claimed`]), recording its answer, and answers with
 /// it, a replay, or a problem.
 ///
 /// The claim is taken in the request's own task, where a replay or a
@@ -114,19 +113,19 @@ where
     Fut: Future<Output = Answer> + 'static,
 {
     let answers = Answers(settings);
-    let claimed = match idem_http::start(&answers, &engine, &call).await {
+    let claimed = match idem_http::adapter::start(&answers, &engine, &call).await {
         Started::Answered(answer) => return answer,
         Started::Claimed(claimed) => claimed,
     };
     let record = *call.record_id();
     Detached::new(
         |gone| async move {
-            idem_http::answer_claimed(&answers, &engine, &call, claimed, op, gone).await
+            idem_http::adapter::answer_claimed(&answers, &engine, &call, claimed, op, gone).await
         },
         spawn_on_worker,
     )
     .await
-    .unwrap_or_else(|| idem_http::panicked(&answers, &record))
+    .unwrap_or_else(|| idem_http::adapter::panicked(&answers, &record))
 }
 
 /// The `spawn` for a dropped request: actix-web's futures live on their

@@ -6,7 +6,7 @@ use idem_core::{Claim, StoreTransaction};
 
 use crate::layer::Axum;
 use crate::problem::Problem;
-use idem_http::HttpAnswers;
+use idem_http::adapter::HttpAnswers;
 
 /// What the transaction read changed before it could commit
 /// ([`try_commit_response`]): nothing was applied, and the claim is still
@@ -91,7 +91,7 @@ pub async fn try_commit_response<T: StoreTransaction>(
     response: impl IntoResponse,
 ) -> Result<Response, Conflict> {
     let answers = HttpAnswers::<Axum>::new(idem_http::current_settings());
-    idem_http::commit_answer(&answers, tx, claim, response.into_response())
+    idem_http::adapter::commit_answer(&answers, tx, claim, response.into_response())
         .await
         .map_err(Conflict)
 }

@@ -34,7 +34,7 @@ use serde::Serialize;
 
 use crate::handler::HandlerRequest;
 use crate::problem::Problem;
-use idem_http::add_body;
+use idem_http::adapter::add_body;
 
 /// Headers that may differ between two attempts of the same request and so
 /// are left out of a `HeaderMap`'s fingerprint: the key itself, hop-by-hop
@@ -286,7 +286,7 @@ impl BodyValue for String {
 }
 
 async fn read(body: Body, limit: usize) -> Result<Bytes, Response> {
-    idem_http::read_request_body(None, body, limit)
+    idem_http::adapter::read_request_body(None, body, limit)
         .await
         .map_err(|problem| Problem::from(problem).into_response())
 }

@@ -36,9 +36,9 @@ impl OptionalHeaderKey {
 }
 
 /// The scope that header `name` names (see
-/// [`idem_http::scope_from_values`]).
+/// [`idem_http::adapter::scope_from_values`]).
 pub fn header_scope(headers: &HeaderMap, name: &str) -> Result<Scope, Problem> {
-    idem_http::scope_from_values(
+    idem_http::adapter::scope_from_values(
         name,
         headers
             .get_all(name)

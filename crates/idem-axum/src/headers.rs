@@ -23,7 +23,7 @@ pub(crate) fn key_from_header(
     headers: &HeaderMap,
     name: &HeaderName,
 ) -> Result<Option<IdempotencyKey>, Problem> {
-    idem_http::key_from_values(
+    idem_http::adapter::key_from_values(
         headers
             .get_all(name)
             .iter()
@@ -38,7 +38,7 @@ pub(crate) fn key_missing() -> Problem {
 
 /// Whether a content type is JSON (`application/json` or `*/*+json`).
 pub(crate) fn is_json(headers: &HeaderMap) -> bool {
-    idem_http::is_json(
+    idem_http::adapter::is_json(
         headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok()),

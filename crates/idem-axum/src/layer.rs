@@ -6,7 +6,8 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::{Method, StatusCode};
 use idem_core::Scope;
-use idem_http::{Adapter, Idempotency, RecordPolicy, ScopeFrom};
+use idem_http::adapter::{Adapter, ScopeFrom};
+use idem_http::{Idempotency, RecordPolicy};
 
 /// A tower [`Layer`](tower_layer::Layer) that makes the routes it wraps
 /// idempotent: [`idem_http::Idempotency`] for axum, with the setters every

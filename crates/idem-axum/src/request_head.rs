@@ -11,7 +11,7 @@ use http::{Method, Uri};
 use idem_core::{Call, Claim, Engine, FingerprintBuilder};
 
 use crate::respond;
-use idem_http::request_fingerprint;
+use idem_http::adapter::request_fingerprint;
 use idem_http::Settings;
 
 /// The request line, the settings and the operation's name.

@@ -1,6 +1,6 @@
 //! The answer pipeline for axum: axum's answers are `http` responses with
 //! axum's body ([`Axum`] is an [`HttpFramework`]), and `respond` runs a
-//! handler through [`idem_http::respond`] with them.
+//! handler through [`idem_http::adapter::respond`] with them.
 
 use std::future::Future;
 
@@ -8,7 +8,8 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use idem_core::{Call, Claim, Engine};
-use idem_http::{HttpAnswers, HttpFramework, Settings, UnrecordableBody};
+use idem_http::adapter::{HttpAnswers, HttpFramework, UnrecordableBody};
+use idem_http::Settings;
 
 use crate::layer::Axum;
 
@@ -24,7 +25,7 @@ impl HttpFramework for Axum {
     }
 }
 
-/// Runs `handler` through the engine for `call` ([`idem_http::respond`]),
+/// Runs `handler` through the engine for `call` ([`idem_http::adapter::respond`]),
 /// and answers with the handler's response, a replay, or a problem. The
 /// handler is never cancelled half-way: a client that hangs up (or a
 /// timeout layer above that gives up) leaves it to run to its end on a task
@@ -41,5 +42,5 @@ where
     R: IntoResponse,
 {
     let handler = |claim| async move { handler(claim).await.into_response() };
-    idem_http::respond(HttpAnswers::<Axum>::new(settings), engine, call, handler).await
+    idem_http::adapter::respond(HttpAnswers::<Axum>::new(settings), engine, call, handler).await
 }

@@ -17,7 +17,8 @@ use tower_service::Service;
 use crate::layer::Axum;
 use crate::problem::Problem;
 use crate::respond;
-use idem_http::{read_call, Coverage, Idempotency, KeyDecision, RequestLine, TowerAdapter};
+use idem_http::adapter::{read_call, Coverage, KeyDecision, RequestLine, TowerAdapter};
+use idem_http::Idempotency;
 
 /// The service made by [`IdempotencyLayer`](crate::IdempotencyLayer).
 #[derive(Clone)]

@@ -251,7 +251,7 @@ fn retry_info(headers: &http::HeaderMap) -> Option<Duration> {
     let details = BASE64
         .decode(headers.get("grpc-status-details-bin")?.as_bytes())
         .ok()?;
-    idem_http::retry_delay_in_details(&details)
+    idem_http::adapter::retry_delay_in_details(&details)
 }
 
 /// A call's outcome as the policy reads it: its code (from a trailers-only

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use idem_core::memory::ManualClock;
-use idem_core::{Begin, Fingerprint, IdempotencyKey, MemoryStore, Outcome, RecordId, Scope, Store};
+use idem_core::store::Begin;
+use idem_core::{Fingerprint, IdempotencyKey, MemoryStore, Outcome, RecordId, Scope, Store};
 
 const START_US: u64 = 1_700_000_000_000_000;
 const TTL: Duration = Duration::from_hours(1);

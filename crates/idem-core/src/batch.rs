@@ -26,7 +26,7 @@ tokio::task_local! {
 ///     Ok(Call::new(Scope::new("orders"), IdempotencyKey::parse(key)?, Fingerprint::of("ship", &body)?))
 /// };
 /// let (first, second) = (order("order-1")?, order("order-2")?);
-/// let (a, b) = idem_core::in_batch(async {
+/// let (a, b) = idem_core::adapter::in_batch(async {
 ///     tokio::join!(
 ///         engine.run(&first, |_claim| async { Ok::<_, Never>(String::from("shipped 1")) }),
 ///         engine.run(&second, |_claim| async { Ok::<_, Never>(String::from("shipped 2")) }),
@@ -34,7 +34,7 @@ tokio::task_local! {
 /// })
 /// .await;
 /// assert!(a.is_ok() && b.is_ok());
-/// assert!(!idem_core::is_in_batch());
+/// assert!(!idem_core::adapter::is_in_batch());
 /// # Ok(())
 /// # }
 /// ```

@@ -12,7 +12,7 @@ use crate::store::{Lease, Outcome, Store, StoreError};
 /// A claim the store granted for one call: the store that granted it, the
 /// record's address, the lease, the lease's length as the policy asked for
 /// it, and how long the record is kept once completed. It travels whole from
-/// the store's answer to the claim's end: through [`Claimed`](crate::Claimed)
+/// the store's answer to the claim's end: through [`Claimed`](crate::adapter::Claimed)
 /// when it is run somewhere else, into the engine's holder while the
 /// operation runs, into a background task when the claim is settled late.
 pub(crate) struct Grant {

@@ -18,8 +18,9 @@
 //! (the principal or tenant) and an [`IdempotencyKey`]. It holds the request's
 //! [`Fingerprint`], a fencing token, and either a lease (in flight) or the
 //! recorded [`Outcome`] (completed). `begin` answers exactly one of
-//! [`Begin::Acquired`], [`Begin::InFlight`], [`Begin::Replay`],
-//! [`Begin::Mismatch`] or [`Begin::Expired`] (a late retry, told by the
+//! [`Begin::Acquired`](store::Begin::Acquired), [`InFlight`](store::Begin::InFlight),
+//! [`Replay`](store::Begin::Replay), [`Mismatch`](store::Begin::Mismatch) or
+//! [`Expired`](store::Begin::Expired) (a late retry, told by the
 //! record's trace); only the holder of the live lease can complete,
 //! release or renew it.
 //!
@@ -32,31 +33,39 @@
 //!   downstream keys carry the claim to the operation's effects, and
 //!   [`Claim::commit`] records the outcome inside the operation's own
 //!   transaction ([`CommitError`] if it could not).
-//! - [`Completion`]: how the operation asks its claim to end: record this
+//! - [`Completion`](adapter::Completion): how the operation asks its claim to end: record this
 //!   outcome, release the claim (nothing took effect), or keep it until its
 //!   lease ends (the outcome is unknown).
-//! - [`Claimed`]: a claim taken in one place ([`Engine::begin`], which
-//!   answers a [`Begun`]) and run under in another
+//! - [`Claimed`](adapter::Claimed): a claim taken in one place ([`Engine::begin`], which
+//!   answers a [`Begun`](adapter::Begun)) and run under in another
 //!   ([`Engine::execute_claimed`]); dropped unused, it is released.
-//! - [`Execution`]: what the engine answers: the operation ran now, or its
+//! - [`Execution`](adapter::Execution): what the engine answers: the operation ran now, or its
 //!   recorded outcome was replayed. [`Engine::run`] does all of it for an
 //!   operation that returns a `Result`, and answers a [`Ran`].
 //!
 //! ## Names by audience
 //!
-//! - **Applications**: [`Engine`], [`Call`] ([`Scope`], [`IdempotencyKey`],
-//!   [`Fingerprint`]), [`Policy`] and [`Overrides`], [`Claim`] and
-//!   [`CommitError`], [`Ran`] and [`Error`], [`Failure`], [`MemoryStore`],
-//!   [`Decision`] (what is logged and counted), [`idempotent`].
-//! - **Adapter authors** (HTTP and gRPC layers, queue consumers):
-//!   [`Engine::begin`] and [`Engine::execute_claimed`] with [`Claimed`] and
-//!   [`Begun`]; [`Engine::execute`] with [`Completion`] and [`Execution`];
-//!   an operation's [`Outcome`] in bytes.
-//! - **Store authors**: [`Store`] and [`StoreTransaction`], the answers
-//!   ([`Begin`], [`Lease`], [`RecordInfo`], [`Removal`], [`StoreError`]),
-//!   [`StoreFuture`], [`RecordId`], the transition table ([`machine`]),
-//!   waking waiters ([`waiters`]), [`spawn_purger`], and the conformance
-//!   kit (`testing`, feature `testing`).
+//! - **Applications**, at the crate's root: [`Engine`], [`Call`]
+//!   ([`Scope`], [`IdempotencyKey`], [`Fingerprint`]), [`Policy`] and
+//!   [`Overrides`], [`Claim`] and [`CommitError`], [`Ran`] and [`Error`],
+//!   [`Failure`], [`MemoryStore`], [`Decision`] (what is logged and
+//!   counted), [`idempotent`]; the store names an application meets:
+//!   [`Store`] (to pick one), [`StoreTransaction`] and [`Outcome`] (a record
+//!   committed in its own transaction), [`RecordId`], [`RecordInfo`] and
+//!   [`Removal`] (an operator's look at a record).
+//! - **Adapter authors** (HTTP and gRPC layers, queue consumers), in
+//!   [`adapter`]: [`Engine::begin`] and [`Engine::execute_claimed`] with
+//!   [`Claimed`](adapter::Claimed) and [`Begun`](adapter::Begun);
+//!   [`Engine::execute`] with [`Completion`](adapter::Completion) and
+//!   [`Execution`](adapter::Execution); batches
+//!   ([`in_batch`](adapter::in_batch)).
+//! - **Store authors**, in [`store`]: [`Store`] and [`StoreTransaction`],
+//!   the answers ([`Begin`](store::Begin), [`Lease`], [`RecordInfo`],
+//!   [`Removal`], [`StoreError`]), [`StoreFuture`](store::StoreFuture),
+//!   [`RecordId`], [`spawn_purger`](store::spawn_purger),
+//!   [`async_trait`](store::async_trait); the transition table
+//!   ([`machine`]), waking waiters ([`waiters`]) and the conformance kit
+//!   (`testing`, feature `testing`).
 //!
 //! Inside the engine, the granted claim is one value from the store's answer
 //! to its end (`grant.rs`), held while the operation runs and then settled
@@ -101,6 +110,7 @@
 //! # }
 //! ```
 
+pub mod adapter;
 mod batch;
 mod call;
 mod canonical;
@@ -131,7 +141,7 @@ mod run_report;
 mod settle;
 mod settled;
 mod signals;
-mod store;
+pub mod store;
 mod store_error;
 mod store_future;
 #[cfg(feature = "testing")]
@@ -139,8 +149,10 @@ pub mod testing;
 mod transaction;
 pub mod waiters;
 
-// The application's: running an operation once, and what it is told.
-pub use batch::{in_batch, is_in_batch};
+// The application's: running an operation once, what it is told, and the
+// store names an application meets (a store to pick, a transaction to
+// commit a record in, an operator's look at a record). An adapter author's
+// names are in `adapter`, a store author's in `store`.
 pub use call::Call;
 pub use claim::Claim;
 pub use commit_error::CommitError;
@@ -150,7 +162,7 @@ pub use error::{CodecError, Error};
 pub use failure::{Failure, Never};
 pub use fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError, FingerprintKind};
 pub use ignored_fields::{IgnoredFieldError, IgnoredFields};
-pub use key::{IdempotencyKey, KeyError, Scope, MAX_KEY_LEN};
+pub use key::{IdempotencyKey, KeyError, RecordId, Scope, MAX_KEY_LEN};
 pub use memory::{MemoryStore, MemoryTransaction, WhenFull};
 pub use observe::STORE_DURATION_BUCKETS;
 pub use policy::{OnInFlight, Overrides, Policy, DEFAULT_LEASE};
@@ -158,29 +170,12 @@ pub use ran::Ran;
 pub use result_codec::encode_result;
 pub use run_report::RunReport;
 pub use signals::shutdown_on_signals;
-pub use tokio_util::sync::CancellationToken;
-
-// An adapter author's: a claim taken in one place and run in another, and
-// an operation's outcome in bytes.
-pub use claimed::{Begun, Claimed};
-pub use completion::{Completion, Execution};
-
-// A store author's: the trait, its transitions' answers, and the helpers
-// every store shares (the transition table is `machine`, the conformance
-// kit `testing`, waking waiters `waiters`).
-pub use digest::{Digest, DigestKind};
-pub use key::{RecordId, RecordKind};
-pub use purger::spawn_purger;
 pub use store::{
-    Begin, FencingToken, Lease, Outcome, RecordInfo, RecordInfoState, Removal, Store, StoreError,
+    FencingToken, Lease, Outcome, RecordInfo, RecordInfoState, Removal, Store, StoreError,
     StoreErrorKind,
 };
-pub use store_future::StoreFuture;
+pub use tokio_util::sync::CancellationToken;
 pub use transaction::StoreTransaction;
-
-/// The `async_trait` attribute used by [`Store`], re-exported so that store
-/// authors implement the trait with the same version.
-pub use async_trait::async_trait;
 
 /// `#[idempotent(engine = ..., key = ..., ttl = "7d")]` on an async function or
 /// method: runs it at most once per key through the [`Engine`]. See the

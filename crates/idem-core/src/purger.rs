@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::store::StoreError;
+use crate::store_error::StoreError;
 
 /// Every `every`, calls `purge(batch)` until a call deletes fewer than
 /// `batch` records (so that one pass never holds many locks at once), until

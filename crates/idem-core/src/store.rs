@@ -1,15 +1,25 @@
-//! The `Store` trait that every backend implements, and the values it trades in.
+//! A store author's names: the `Store` trait that every backend
+//! implements, the values it trades in, and the helpers every store shares
+//! (the transition table is [`machine`](crate::machine), waking waiters
+//! [`waiters`](crate::waiters), the conformance kit `testing`, feature
+//! `testing`). An application needs only the names the crate's root also
+//! exports; `StoreTransaction` is there too.
 
 use std::fmt;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::fingerprint::Fingerprint;
-use crate::key::RecordId;
+pub use crate::fingerprint::Fingerprint;
+
+pub use crate::digest::{Digest, DigestKind};
+pub use crate::key::{RecordId, RecordKind};
+pub use crate::purger::spawn_purger;
 pub use crate::store_error::{StoreError, StoreErrorKind};
-use crate::store_future::StoreFuture;
+pub use crate::store_future::StoreFuture;
+/// The `async_trait` attribute used by [`Store`], re-exported so that store
+/// authors implement the trait with the same version.
+pub use async_trait::async_trait;
 
 /// The recorded result of an operation: opaque bytes that the caller encoded
 /// (the engine's serde encoding, or a whole HTTP response) and that a replay
@@ -216,7 +226,7 @@ pub enum Removal {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
-/// use idem_core::{
+/// use idem_core::store::{
 ///     async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
 ///     StoreError, StoreFuture,
 /// };

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::memory::ManualClock;
-use idem_core::{
-    Begin, Fingerprint, IdempotencyKey, Lease, MemoryStore, Outcome, RecordId, Scope, Store,
-};
+use idem_core::store::Begin;
+use idem_core::{Fingerprint, IdempotencyKey, Lease, MemoryStore, Outcome, RecordId, Scope, Store};
 
 const START_US: u64 = 1_700_000_000_000_000;
 const SECOND: Duration = Duration::from_secs(1);

@@ -144,7 +144,7 @@ async fn an_operation_with_nothing_to_record_is_counted_as_kept() {
     let engine = Engine::new(MemoryStore::new());
     let ran = engine
         .execute(&call("order-3", 1), |_| async {
-            idem_core::Completion::Keep(5)
+            idem_core::adapter::Completion::Keep(5)
         })
         .await;
     assert!(ran.is_ok());

@@ -1,52 +1,29 @@
-//! `Adapter`: a framework adapter's vocabulary for the builder every
-//! adapter shares, and `ScopeFrom`, how a user's scope function becomes the
-//! adapter's.
+//! An adapter author's names: what it takes to put a web framework behind
+//! idem. The builder every adapter shares ([`Idempotency`](crate::Idempotency)
+//! over an [`Adapter`]), reading a covered request (its key, scope and body)
+//! into a call, the answer pipeline over a [`Framework`] (for a framework
+//! that answers with `http::Response`, an [`HttpFramework`] and its
+//! [`HttpAnswers`]), recording an answer, and [`Detached`], which keeps a
+//! handler from being cancelled half-way.
 
-use std::fmt;
-use std::sync::Arc;
-
-use crate::problem::Problem;
-
-/// A framework adapter's vocabulary for [`Idempotency`](crate::Idempotency): what names a
-/// covered operation, how a scope is read, and which answers are recorded.
-/// Each adapter implements it once, on a marker type (`idem_axum::Axum`).
-pub trait Adapter: Sized + 'static {
-    /// What names a covered operation: an HTTP method, a gRPC method path.
-    type Method: Clone + fmt::Debug + PartialEq + Send + Sync + std::str::FromStr;
-    /// How a request's scope is read (a `dyn Fn` of the framework's
-    /// request).
-    type ScopeFn: ?Sized + Send + Sync;
-    /// Which answers are recorded.
-    type Record: Copy + fmt::Debug + Default + Send + Sync;
-    /// The scope of every request until told otherwise: one global scope.
-    fn global_scope() -> Arc<Self::ScopeFn>;
-    /// The methods covered until told otherwise: `POST` and `PATCH`, the
-    /// HTTP methods that are not idempotent by their definition.
-    fn default_methods() -> Vec<Self::Method> {
-        ["POST", "PATCH"]
-            .into_iter()
-            .filter_map(|m| m.parse().ok())
-            .collect()
-    }
-    /// The request and recorded response limit until told otherwise
-    /// (1 MiB).
-    fn default_limit() -> usize {
-        1 << 20
-    }
-    /// A method as named by the user, as the adapter compares it (by
-    /// default unchanged).
-    fn method(method: Self::Method) -> Self::Method {
-        method
-    }
-    /// The problem for a covered request without a key where one is
-    /// required, the key expected in `header` (by default HTTP's words).
-    fn key_missing(header: &str) -> Problem {
-        Problem::key_missing_from(header)
-    }
-}
-
-/// How a user's scope function becomes the adapter's ([`Idempotency::scope`](crate::Idempotency::scope)).
-pub trait ScopeFrom<F>: Adapter {
-    /// `f`, as the adapter calls it.
-    fn scope_fn(f: F) -> Arc<Self::ScopeFn>;
-}
+pub use crate::adapter_trait::{Adapter, ScopeFrom};
+pub use crate::body::{buffer_body, read_request_body, BoxError, BufferedBody, UnrecordableBody};
+pub use crate::coverage::Coverage;
+pub use crate::covered_request::{read_call, RequestLine};
+pub use crate::detached::{spawn_on_tokio, CallerGone, Detached};
+pub use crate::fingerprint::{add_body, request_fingerprint};
+pub use crate::framework::{AnswerBody, Classified, Framework};
+pub use crate::header_scope::scope_from_values;
+pub use crate::headers::{is_json, key_from_values};
+pub use crate::http_framework::{HttpAnswers, HttpFramework};
+pub use crate::idempotency::TowerAdapter;
+pub use crate::key_decision::{key_decision, KeyDecision};
+pub use crate::pipeline::{
+    answer, answer_claimed, commit_answer, panicked, respond, start, Started,
+};
+pub use crate::problem::not_recorded;
+pub use crate::problem_kind::problem_body;
+pub use crate::record::encode_with_trailers;
+pub use crate::recording::{fields, record_answer, Recording};
+#[cfg(feature = "grpc")]
+pub use crate::retry_info::{retry_delay_in_details, retry_info_details};

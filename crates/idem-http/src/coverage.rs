@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::HeaderName;
 use idem_core::IgnoredFields;
 
-use crate::adapter::Adapter;
+use crate::adapter_trait::Adapter;
 use crate::key_decision::{decide_key, KeyDecision};
 use crate::record_policy::RecordPolicy;
 use crate::settings::Settings;

@@ -3,7 +3,7 @@
 //! nouns: how an answer splits into a head and a body, what the head's
 //! status and headers are, and how an answer is put back together. Reading,
 //! recording and rebuilding an answer are idem-http's own
-//! ([`record`](crate::record_answer)).
+//! ([`record`](crate::adapter::record_answer)).
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -48,7 +48,7 @@ pub enum AnswerBody<B> {
     Unrecordable(UnrecordableBody<B>),
 }
 
-/// A web framework's answers, as the pipeline ([`answer`](crate::answer))
+/// A web framework's answers, as the pipeline ([`answer`](crate::adapter::answer))
 /// handles them. The adapter's value carries the route's settings.
 ///
 /// A framework's answer is what its handlers return and what its servers
@@ -121,9 +121,9 @@ pub trait Framework {
 
     /// The record retries get in place of an answer that could not be
     /// recorded (by default the `response-not-recorded` problem, as
-    /// recorded by [`not_recorded`](crate::not_recorded)).
+    /// recorded by [`not_recorded`](crate::adapter::not_recorded)).
     fn not_recorded(&self) -> Outcome {
-        crate::not_recorded(self.settings().max_response_body)
+        crate::problem::not_recorded(self.settings().max_response_body)
     }
 
     /// The answer of a handler that was never started because its caller

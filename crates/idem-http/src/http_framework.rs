@@ -25,7 +25,7 @@ use crate::settings::Settings;
 /// use bytes::Bytes;
 /// use http_body_util::combinators::BoxBody;
 /// use http_body_util::{BodyExt as _, Full};
-/// use idem_http::{BoxError, HttpFramework, UnrecordableBody};
+/// use idem_http::adapter::{BoxError, HttpFramework, UnrecordableBody};
 ///
 /// /// A bare hyper server whose responses have boxed bodies.
 /// enum Bare {}

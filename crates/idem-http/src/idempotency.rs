@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::HeaderName;
 use idem_core::{Engine, IgnoredFields};
 
-use crate::adapter::{Adapter, ScopeFrom};
+use crate::adapter_trait::{Adapter, ScopeFrom};
 use crate::coverage::Coverage;
 use crate::headers::IDEMPOTENCY_KEY;
 

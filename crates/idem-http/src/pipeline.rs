@@ -6,10 +6,8 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-use idem_core::{
-    Begun, Call, Claim, Claimed, CommitError, Completion, Engine, Execution, Outcome,
-    StoreTransaction,
-};
+use idem_core::adapter::{Begun, Claimed, Completion, Execution};
+use idem_core::{Call, Claim, CommitError, Engine, Outcome, StoreTransaction};
 
 use crate::framework::Framework;
 use crate::headers::IDEMPOTENT_REPLAYED;
@@ -17,7 +15,7 @@ use crate::problem::Problem;
 use crate::record::decode;
 use crate::recording::{record_answer, Recording};
 use crate::run::Run;
-use crate::{spawn_on_tokio, CallerGone, Detached};
+use crate::detached::{spawn_on_tokio, CallerGone, Detached};
 
 /// Runs `handler` through `engine` for `call` and answers: the handler's
 /// answer (recorded for retries when the policy says so), the replay of an
@@ -40,7 +38,7 @@ use crate::{spawn_on_tokio, CallerGone, Detached};
 /// - a replay gets the `Idempotent-Replayed: true` mark.
 ///
 /// Both steps in one: [`start`], then [`answer_claimed`]. Run it inside a
-/// [`Detached`](crate::Detached), which keeps a handler that holds a claim
+/// [`Detached`](crate::adapter::Detached), which keeps a handler that holds a claim
 /// from being cancelled half-way; the adapters instead take the first step
 /// in the request's own task and detach only the second, so that a replay
 /// or a refusal allocates nothing to outlive its client.
@@ -127,7 +125,7 @@ pub async fn start<F: Framework>(
 /// The pipeline's second step: runs `handler` under `claimed` (the claim
 /// [`start`] took for `call`) and answers with what it answered, recorded
 /// for retries as the steps above say. Run it inside a
-/// [`Detached`](crate::Detached).
+/// [`Detached`](crate::adapter::Detached).
 pub async fn answer_claimed<F, H, Fut>(
     framework: &F,
     engine: &Engine,
@@ -222,7 +220,7 @@ fn replay<F: Framework>(framework: &F, call: &Call, outcome: &Outcome) -> F::Ans
     })
 }
 
-/// The answer of a handler that panicked (its [`Detached`](crate::Detached)
+/// The answer of a handler that panicked (its [`Detached`](crate::adapter::Detached)
 /// answered `None`): 500 `handler-failed`. Whatever the handler did may have
 /// taken effect: the engine keeps the claim until its lease ends.
 pub fn panicked<F: Framework>(framework: &F, call: &idem_core::RecordId) -> F::Answer {
@@ -433,7 +431,7 @@ mod tests {
         let store = MemoryStore::new();
         let engine = Engine::new(store.clone());
         let c = call("k4");
-        let Ok(idem_core::Begin::Acquired(lease)) = store
+        let Ok(idem_core::store::Begin::Acquired(lease)) = store
             .begin(
                 c.record_id(),
                 c.fingerprint(),

@@ -141,7 +141,7 @@ impl<H: Handler> Consumer<H> {
         }
         // One batch for the store: the claims and completions asked for at
         // once go together where the store can send them so.
-        let done: Vec<Vec<(usize, Result<Verdict, BrokerError>)>> = idem_core::in_batch(
+        let done: Vec<Vec<(usize, Result<Verdict, BrokerError>)>> = idem_core::adapter::in_batch(
             stream::iter(runs)
                 .map(|run| self.handle_in_order(run))
                 .buffer_unordered(parallelism)

@@ -242,7 +242,7 @@ impl RedisStore {
     }
 
     /// How long after a completed record expires a retry of it is still
-    /// refused ([`Begin::Expired`](idem_core::Begin::Expired), HTTP 412)
+    /// refused ([`Begin::Expired`](idem_core::store::Begin::Expired), HTTP 412)
     /// rather than run again (default [`DEFAULT_TRACE`], a day;
     /// `Duration::ZERO` turns it off). The record carries its trace: its
     /// key outlives the replay by `trace`, and past the replay it answers
@@ -256,7 +256,7 @@ impl RedisStore {
     }
 
     /// Whether the claims and completions of a batch
-    /// ([`idem_core::in_batch`]: a queue consumer's fetched deliveries,
+    /// ([`idem_core::adapter::in_batch`]: a queue consumer's fetched deliveries,
     /// `idem_queue::Consumer::handle_batch`) go together, one script call
     /// for all those asked at once (per hash slot on a cluster), their
     /// records read in one `MGET`. On by default; calls outside a batch (an
@@ -275,9 +275,9 @@ impl RedisStore {
     }
 
     /// Whether this call goes in a batch: asked inside one
-    /// ([`idem_core::in_batch`]), on a store that batches.
+    /// ([`idem_core::adapter::in_batch`]), on a store that batches.
     pub(crate) fn batches(&self) -> bool {
-        self.batching && self.replication.is_none() && idem_core::is_in_batch()
+        self.batching && self.replication.is_none() && idem_core::adapter::is_in_batch()
     }
 
     /// How long one store call may take before it fails as unavailable

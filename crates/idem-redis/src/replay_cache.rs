@@ -29,7 +29,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use idem_core::{Begin, Fingerprint, Outcome, RecordId};
+use idem_core::store::Begin;
+use idem_core::{Fingerprint, Outcome, RecordId};
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 

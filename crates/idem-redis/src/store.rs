@@ -4,10 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use idem_core::store::{async_trait, Begin, StoreFuture};
 use idem_core::waiters::Look;
 use idem_core::{
-    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState,
-    Removal, Store, StoreError, StoreErrorKind, StoreFuture,
+    Fingerprint, Lease, Outcome, RecordId, RecordInfo, RecordInfoState, Removal, Store, StoreError,
+    StoreErrorKind,
 };
 use redis::Value;
 

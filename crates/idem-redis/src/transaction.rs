@@ -5,7 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use idem_core::{async_trait, Lease, Outcome, RecordId, StoreError, StoreTransaction};
+use idem_core::store::async_trait;
+use idem_core::{Lease, Outcome, RecordId, StoreError, StoreTransaction};
 use redis::Value;
 
 use crate::wire::{ms, Connection, TokenText};

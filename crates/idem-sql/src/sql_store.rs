@@ -8,11 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::machine::micros;
+use idem_core::store::{async_trait, Begin, StoreFuture};
 use idem_core::waiters::Look;
-use idem_core::{
-    async_trait, Begin, Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store,
-    StoreError, StoreFuture,
-};
+use idem_core::{Fingerprint, Lease, Outcome, RecordId, RecordInfo, Removal, Store, StoreError};
 use sqlx::Pool;
 
 use crate::dialect::{Dialect, Listener};
@@ -160,7 +158,7 @@ impl<D: Dialect> SqlStore<D> {
     /// returned handle is aborted or dropped with the runtime.
     pub fn spawn_purger(&self, every: Duration, batch: u32) -> tokio::task::JoinHandle<()> {
         let store = self.clone();
-        idem_core::spawn_purger(D::STORE, every, batch, move |n| {
+        idem_core::store::spawn_purger(D::STORE, every, batch, move |n| {
             let store = store.clone();
             async move { store.purge_expired(n).await }
         })

@@ -6,7 +6,8 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{async_trait, Lease, Outcome, RecordId, StoreError, StoreTransaction};
+use idem_core::store::async_trait;
+use idem_core::{Lease, Outcome, RecordId, StoreError, StoreTransaction};
 use sqlx::{Pool, Transaction};
 use tokio::sync::OwnedSemaphorePermit;
 

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::machine::micros;
-use idem_core::{
-    Begin, FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, StoreError,
-};
+use idem_core::store::Begin;
+use idem_core::{FencingToken, Fingerprint, Lease, Outcome, RecordId, RecordInfo, StoreError};
 use sqlx::Pool;
 
 use crate::dialect::{ClaimFound, Columns, Dialect};

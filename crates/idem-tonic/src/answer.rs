@@ -44,8 +44,12 @@ pub(crate) fn status(problem: &Problem) -> Status {
         Some(secs) => Status::with_details(
             code,
             problem.detail(),
-            idem_http::retry_info_details(code as i32, problem.detail(), Duration::from_secs(secs))
-                .into(),
+            idem_http::adapter::retry_info_details(
+                code as i32,
+                problem.detail(),
+                Duration::from_secs(secs),
+            )
+            .into(),
         ),
         None => Status::new(code, problem.detail()),
     };

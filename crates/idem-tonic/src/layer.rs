@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use http::request::Parts;
 use idem_core::Scope;
-use idem_http::{Adapter, Idempotency, Problem, ProblemKind, ScopeFrom};
+use idem_http::adapter::{Adapter, ScopeFrom};
+use idem_http::{Idempotency, Problem, ProblemKind};
 use tonic::Status;
 
 use crate::record_codes::RecordCodes;

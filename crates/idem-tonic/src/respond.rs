@@ -1,5 +1,5 @@
 //! The answer pipeline for tonic: [`Answers`], a gRPC server's answers as
-//! [`idem_http::respond`] handles them. A recorded call is its headers, its
+//! [`idem_http::adapter::respond`] handles them. A recorded call is its headers, its
 //! message frames as sent, and its trailers with the final status, read
 //! back byte for byte.
 
@@ -11,10 +11,8 @@ use http::{HeaderMap, Response};
 use http_body::Frame;
 use http_body_util::StreamBody;
 use idem_core::Outcome;
-use idem_http::{
-    AnswerBody, BoxError, Classified, Coverage, Framework, Problem, RecordPolicy, RecordedResponse,
-    Settings, Unreadable,
-};
+use idem_http::adapter::{AnswerBody, BoxError, Classified, Coverage, Framework};
+use idem_http::{Problem, RecordPolicy, RecordedResponse, Settings, Unreadable};
 use tonic::body::Body;
 use tonic::Code;
 
@@ -79,7 +77,7 @@ impl<E> Framework for Answers<E> {
     }
 
     fn headers<'h>(&self, head: &'h Parts) -> Vec<(&'h str, &'h [u8])> {
-        idem_http::fields(&head.headers)
+        idem_http::adapter::fields(&head.headers)
     }
 
     fn join(&self, head: Parts, body: AnswerBody<Body>) -> Self::Answer {
@@ -120,7 +118,7 @@ impl<E> Framework for Answers<E> {
         let response = answer::response(&Problem::not_recorded(self.settings.max_response_body));
         idem_http::encode(
             response.status().as_u16(),
-            &idem_http::fields(response.headers()),
+            &idem_http::adapter::fields(response.headers()),
             &[],
         )
     }

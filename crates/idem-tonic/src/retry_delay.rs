@@ -3,5 +3,5 @@
 /// The retry delay in a status's `google.rpc.RetryInfo` (from idem or any
 /// other server), for clients and tests.
 pub fn retry_delay(status: &tonic::Status) -> Option<std::time::Duration> {
-    idem_http::retry_delay_in_details(status.details())
+    idem_http::adapter::retry_delay_in_details(status.details())
 }

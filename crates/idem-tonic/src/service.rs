@@ -12,9 +12,8 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use idem_core::{Call, Claim, Engine, Fingerprint, IdempotencyKey};
-use idem_http::{
-    read_request_body, Coverage, Idempotency, KeyDecision, Problem, ProblemKind, TowerAdapter,
-};
+use idem_http::adapter::{read_request_body, Coverage, KeyDecision, TowerAdapter};
+use idem_http::{Idempotency, Problem, ProblemKind};
 use tonic::body::Body;
 use tower_service::Service;
 
@@ -117,7 +116,7 @@ where
         let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
         inner.call(request).await.map(|r| r.map(Body::new))
     };
-    let answered = idem_http::respond(Answers::new(&coverage), engine, call, method);
+    let answered = idem_http::adapter::respond(Answers::new(&coverage), engine, call, method);
     match deadline {
         None => answered.await,
         // Dropped at the deadline, the call goes on on a task of its own

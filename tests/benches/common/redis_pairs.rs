@@ -158,7 +158,7 @@ pub(crate) async fn redis_pair() -> Result<(String, String), String> {
 /// still debit), kept to measure what the fence costs.
 pub(crate) struct Unfenced<L>(L);
 
-#[idem_core::async_trait]
+#[idem_core::store::async_trait]
 impl<L: Ledger> Ledger for Unfenced<L> {
     async fn balance(&self, account: &str) -> Result<u64, idem_examples::payments::LedgerError> {
         self.0.balance(account).await

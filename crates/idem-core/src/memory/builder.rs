@@ -69,7 +69,7 @@ impl MemoryStoreBuilder {
     }
 
     /// How long after a completed record expires a retry of it is still
-    /// refused ([`Begin::Expired`](crate::Begin::Expired)) rather than run
+    /// refused ([`Begin::Expired`](crate::store::Begin::Expired)) rather than run
     /// again (default 24 hours; `Duration::ZERO` turns it off). The memory
     /// store keeps the whole record for that time, not live, and evicts such
     /// records first at its bound, before any live one.
