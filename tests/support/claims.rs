@@ -96,3 +96,35 @@ pub async fn until_claimed(store: &idem_core::MemoryStore, what: &str) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Polls `store` until the record `id` has been claimed and its claim's
+/// lease has run out unrenewed (it is no longer in flight: a retry takes
+/// it over), for ten seconds; `what` names the holder. A story whose
+/// holder freezes past its lease waits here instead of sleeping a margin.
+pub async fn until_lease_lapsed(store: &dyn Store, id: &idem_core::RecordId, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut claimed = false;
+    loop {
+        let in_flight = matches!(
+            store.inspect(id).await,
+            Ok(Some(idem_core::RecordInfo {
+                state: idem_core::RecordInfoState::InFlight { lease_left },
+                ..
+            })) if !lease_left.is_zero()
+        );
+        if claimed && !in_flight {
+            return;
+        }
+        claimed |= in_flight;
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {}",
+            if claimed {
+                "its lease never ran out"
+            } else {
+                "never claimed"
+            }
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

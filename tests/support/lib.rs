@@ -38,7 +38,9 @@ mod unique;
 mod worker;
 
 pub use alive_tasks::{alive_tasks, alive_tasks_after};
-pub use claims::{call, claim, until_claimed, wait_until_expired, wait_until_forgotten};
+pub use claims::{
+    call, claim, until_claimed, until_lease_lapsed, wait_until_expired, wait_until_forgotten,
+};
 pub use fake_stores::{DownStore, LateBegins, NoRenewals, RenewalsFail, SlowBegin};
 pub use hang_up::{debit_request, send_and_hang_up, HangUp};
 pub use hooked_store::{Hooked, Hooks, Transition};

@@ -271,7 +271,7 @@ async fn a_holder_frozen_after_its_downstream_debit_and_taken_over_debits_downst
         Arc::clone(&records),
     )))
     .with_policy(policy);
-    let other = Engine::from_arc(records).with_policy(policy);
+    let other = Engine::from_arc(Arc::clone(&records)).with_policy(policy);
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
         .with(IdempotentRetries::new().propagate(true))
         .build();
@@ -280,7 +280,11 @@ async fn a_holder_frozen_after_its_downstream_debit_and_taken_over_debits_downst
         let (client, downstream) = (client.clone(), downstream.clone());
         tokio::spawn(async move { pay_for_order(&stalling, &client, &downstream, lease * 4).await })
     };
-    tokio::time::sleep(lease * 2).await;
+    let order = idem_core::RecordId::new(
+        &idem_core::Scope::new("orders"),
+        &idem_core::IdempotencyKey::parse("order-77").expect("key"),
+    );
+    idem_tests::until_lease_lapsed(&*records, &order, "the frozen holder").await;
     let second = pay_for_order(&other, &client, &downstream, Duration::ZERO)
         .await
         .expect("the takeover runs the order");

@@ -159,12 +159,16 @@ async fn a_holder_frozen_after_its_grpc_debit_and_taken_over_debits_once() {
         Arc::clone(&records),
     )))
     .with_policy(policy);
-    let other = Engine::from_arc(records).with_policy(policy);
+    let other = Engine::from_arc(Arc::clone(&records)).with_policy(policy);
     let first = {
         let client = client.clone();
         tokio::spawn(async move { pay_for_order(&stalling, &client, lease * 4).await })
     };
-    tokio::time::sleep(lease * 2).await;
+    let order = idem_core::RecordId::new(
+        &idem_core::Scope::new("orders"),
+        &idem_core::IdempotencyKey::parse("grpc-order-9").expect("key"),
+    );
+    idem_tests::until_lease_lapsed(&*records, &order, "the frozen holder").await;
     let second = pay_for_order(&other, &client, Duration::ZERO)
         .await
         .expect("the takeover runs the order");

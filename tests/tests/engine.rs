@@ -479,7 +479,7 @@ async fn holder_that_lost_its_lease_is_fenced_and_changes_nothing() {
         })
     };
     // The first holder stalls past its lease; a second instance takes over.
-    tokio::time::sleep(lease * 3).await;
+    idem_tests::until_lease_lapsed(&store, c.record_id(), "the first holder").await;
     let second = healthy
         .run(&c, |claim| async move {
             Ok::<_, PayError>(("second".to_string(), claim.fencing_token()))

@@ -58,18 +58,21 @@ async fn provider() -> (String, Charges) {
 
 /// The holder stalls past its lease; the client's retry reaches the other
 /// instance, which takes the claim over and debits; the holder resumes.
-async fn holder_stalls_past_its_lease(stalling: String, other: String) {
+async fn holder_stalls_past_its_lease(store: &dyn Store, stalling: String, other: String) {
     let first = tokio::spawn(async move {
         Payments::new(stalling.as_str())
             .debit("alice", "stall-1", 100)
             .await
     });
     // The lease ends 300 ms after the claim and is not renewed; the retry
-    // comes after. The claim itself comes some time after the request is
-    // sent (longer on a loaded machine, or through a pooler), and until its
-    // lease ends a retry is rightly told the debit is in flight (409): it
-    // retries then, as a client would, while the holder is still stalled.
-    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
+    // comes once the store says so. A retry told the debit is in flight
+    // (409) meanwhile retries, as a client would, while the holder is still
+    // stalled.
+    let id = RecordId::new(
+        &Scope::new("alice"),
+        &IdempotencyKey::parse("stall-1").expect("key"),
+    );
+    idem_tests::until_lease_lapsed(store, &id, "the stalled debit").await;
     let stalled_until = tokio::time::Instant::now() + PROVIDER - LEASE;
     let retry = loop {
         let retry = Payments::new(other.as_str())
@@ -166,8 +169,8 @@ async fn stalled_and_taken_over(store: Arc<dyn Store>, ledger: Arc<dyn Ledger>) 
         Arc::clone(&ledger),
     )
     .await;
-    let other = instance(store, ledger).await;
-    holder_stalls_past_its_lease(stalling, other).await;
+    let other = instance(Arc::clone(&store), ledger).await;
+    holder_stalls_past_its_lease(&*store, stalling, other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,8 +294,8 @@ async fn the_provider_charges_once(
 ) {
     let (provider, charges) = provider().await;
     let stalling = charging(stalling, Arc::clone(&ledger), Some(&provider)).await;
-    let other = charging(store, ledger, Some(&provider)).await;
-    holder_stalls_past_its_lease(stalling, other).await;
+    let other = charging(Arc::clone(&store), ledger, Some(&provider)).await;
+    holder_stalls_past_its_lease(&*store, stalling, other).await;
     assert_eq!(charges.count(), 1, "the provider charged once");
 }
 

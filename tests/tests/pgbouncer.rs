@@ -6,6 +6,7 @@
 //! killed and restarted while debits run: none lost, none doubled.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -99,21 +100,24 @@ async fn a_pgbouncer_killed_and_restarted_mid_load_loses_no_debit_and_doubles_no
     .execute(&mut *blocker)
     .await
     .expect("lock bea");
+    // What the load has seen so far, for the fault schedule to wait on.
+    let counts = Arc::new(Counts::default());
     let load = {
-        let client = client.clone();
+        let (client, counts) = (client.clone(), Arc::clone(&counts));
         tokio::spawn(async move {
             let mut receipts: BTreeMap<String, Vec<Value>> = BTreeMap::new();
             let mut unavailable = 0;
             for batch in 0..KEYS / 6 {
                 let keys: Vec<String> = (0..6).map(|i| format!("restart-{batch}-{i}")).collect();
                 let done = futures_util::future::join_all(keys.iter().map(|key| {
-                    let client = client.clone();
+                    let (client, counts) = (client.clone(), Arc::clone(&counts));
                     async move {
                         let mut seen = Vec::new();
                         let mut refused = 0;
                         for _ in 0..200 {
                             match client.try_debit_json("bea", key, 100).await {
                                 Ok((StatusCode::CREATED, body)) => {
+                                    counts.created.fetch_add(1, Ordering::SeqCst);
                                     seen.push(body["debit_id"].clone());
                                     return (seen, refused);
                                 }
@@ -125,7 +129,10 @@ async fn a_pgbouncer_killed_and_restarted_mid_load_loses_no_debit_and_doubles_no
                                 }
                                 // 503 store-unavailable, 409 in flight, or
                                 // no answer: retry with the same key.
-                                _ => refused += 1,
+                                _ => {
+                                    counts.refused.fetch_add(1, Ordering::SeqCst);
+                                    refused += 1;
+                                }
                             }
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
@@ -141,15 +148,7 @@ async fn a_pgbouncer_killed_and_restarted_mid_load_loses_no_debit_and_doubles_no
             (receipts, unavailable)
         })
     };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    bouncer.kill();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    blocker.rollback().await.expect("unlock");
-    bouncer.restart();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    bouncer.kill();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    bouncer.restart();
+    faults(&mut bouncer, blocker, &counts, store.schema()).await;
     let (receipts, unavailable) = load.await.expect("load");
     assert_eq!(receipts.len(), KEYS);
     // Each key's retries after the first success replay the same receipt.
@@ -168,6 +167,81 @@ async fn a_pgbouncer_killed_and_restarted_mid_load_loses_no_debit_and_doubles_no
         "each of {KEYS} debits once ({unavailable} attempts answered while PgBouncer was down)"
     );
     assert!(unavailable > 0, "the restarts happened while debits ran");
+}
+
+/// The restart test's faults, each once the load reached the state it is
+/// meant for: PgBouncer killed while debits wait on `blocker`'s lock inside
+/// their transactions, the lock released and PgBouncer restarted once a
+/// debit was refused while it was down, then killed again once debits go
+/// through the new one, and restarted once one was refused again.
+async fn faults(
+    bouncer: &mut PrivatePgBouncer,
+    blocker: sqlx::Transaction<'_, sqlx::Postgres>,
+    counts: &Counts,
+    schema: &str,
+) {
+    // The first kill, once debits wait on the lock inside their transactions.
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+         AND query LIKE '%{schema}%' AND pid <> pg_backend_pid()"
+    );
+    let watch = idem_tests::pg_pool(1).await;
+    until("debits waiting on the lock", || async {
+        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(waiting.clone()))
+            .fetch_one(&watch)
+            .await
+            .is_ok_and(|n| n > 0)
+    })
+    .await;
+    bouncer.kill();
+    // Unlocked and restarted once debits were refused while it was down.
+    let refused = counts.refused.load(Ordering::SeqCst);
+    until("a debit refused while PgBouncer is down", || async {
+        counts.refused.load(Ordering::SeqCst) > refused
+    })
+    .await;
+    blocker.rollback().await.expect("unlock");
+    bouncer.restart();
+    // Killed again once debits go through the new one, and restarted once
+    // a debit was refused again.
+    let created = counts.created.load(Ordering::SeqCst);
+    until("a debit through the restarted PgBouncer", || async {
+        counts.created.load(Ordering::SeqCst) > created
+    })
+    .await;
+    bouncer.kill();
+    let refused = counts.refused.load(Ordering::SeqCst);
+    until("a debit refused while PgBouncer is down again", || async {
+        counts.refused.load(Ordering::SeqCst) > refused
+    })
+    .await;
+    bouncer.restart();
+}
+
+/// Attempts the restart test's load has seen answered.
+#[derive(Default)]
+struct Counts {
+    /// Debits answered 201.
+    created: AtomicUsize,
+    /// Attempts answered 503 or 409, or not at all.
+    refused: AtomicUsize,
+}
+
+/// Polls `reached` every 10 ms until it is true; fails after 20 s naming
+/// `what`.
+async fn until<F, Fut>(what: &str, reached: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !reached().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never reached: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A client of the instance at `url` whose requests give up after 5 s.

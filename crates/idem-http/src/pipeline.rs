@@ -9,13 +9,13 @@ use bytes::Bytes;
 use idem_core::adapter::{Begun, Claimed, Completion, Execution};
 use idem_core::{Call, Claim, CommitError, Engine, Outcome, StoreTransaction};
 
+use crate::detached::{spawn_on_tokio, CallerGone, Detached};
 use crate::framework::Framework;
 use crate::headers::IDEMPOTENT_REPLAYED;
 use crate::problem::Problem;
 use crate::record::decode;
 use crate::recording::{record_answer, Recording};
 use crate::run::Run;
-use crate::detached::{spawn_on_tokio, CallerGone, Detached};
 
 /// Runs `handler` through `engine` for `call` and answers: the handler's
 /// answer (recorded for retries when the policy says so), the replay of an
