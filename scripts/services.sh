@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure the Redis, Valkey, PostgreSQL, MariaDB, RabbitMQ and NATS that the tests use are up on 127.0.0.1:
+# Makes sure the Redis, Valkey, PostgreSQL, MariaDB, RabbitMQ, NATS and moto (DynamoDB) that the tests use are up on 127.0.0.1:
 # starts them when they are not running, installing the Debian packages first
 # when they are missing. Does nothing when both already answer.
 set -euo pipefail
@@ -294,6 +294,32 @@ ensure_nats() {
     wait_port 4222 nats
 }
 
+# moto's server on 127.0.0.1:4566: an emulator that speaks DynamoDB's wire
+# protocol (no AWS account is reachable from here), installed from PyPI in
+# a virtual environment of its own when it is missing.
+MOTO_VERSION=5.2.1
+ensure_moto() {
+    if port_open 4566; then return 0; fi
+    local moto
+    moto=$(command -v moto_server || true)
+    if [ -z "$moto" ]; then
+        if [ ! -x /opt/idem-moto/bin/moto_server ]; then
+            log "installing moto[server]==$MOTO_VERSION from PyPI in /opt/idem-moto"
+            command -v python3 >/dev/null || apt_install python3
+            if ! as_root python3 -m venv /opt/idem-moto 2>/dev/null; then
+                apt_install python3-venv
+                as_root rm -rf /opt/idem-moto
+                as_root python3 -m venv /opt/idem-moto
+            fi
+            as_root /opt/idem-moto/bin/pip install -q "moto[server]==$MOTO_VERSION"
+        fi
+        moto=/opt/idem-moto/bin/moto_server
+    fi
+    log "starting moto's server (DynamoDB) on 127.0.0.1:4566"
+    as_root setsid nohup "$moto" -H 127.0.0.1 -p 4566 >/tmp/idem-moto.log 2>&1 </dev/null &
+    wait_port 4566 moto
+}
+
 ensure_redis
 ensure_valkey
 ensure_redis_cluster
@@ -304,4 +330,5 @@ ensure_pgbouncer
 ensure_mariadb
 ensure_rabbitmq
 ensure_nats
-log "up: valkey 127.0.0.1:6380, valkey cluster 127.0.0.1:7501-7506, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432, mariadb 127.0.0.1:3306"
+ensure_moto
+log "up: moto (DynamoDB) 127.0.0.1:4566, valkey 127.0.0.1:6380, valkey cluster 127.0.0.1:7501-7506, rabbitmq 127.0.0.1:5672, nats (JetStream) 127.0.0.1:4222, redis 127.0.0.1:6379, redis cluster 127.0.0.1:7301-7306 (3 primaries, 3 replicas), redis sentinel 127.0.0.1:26401-26403 (primary 7401, replicas 7402-7403), postgresql 127.0.0.1:5432, pgbouncer 127.0.0.1:6432, mariadb 127.0.0.1:3306"

@@ -38,6 +38,10 @@ pub struct Postgres;
 #[doc = include_str!("../../docs/guide/sqlite.md")]
 pub struct Sqlite;
 
+/// `docs/guide/dynamodb.md`.
+#[doc = include_str!("../../docs/guide/dynamodb.md")]
+pub struct Dynamodb;
+
 /// `docs/guide/records.md`.
 #[doc = include_str!("../../docs/guide/records.md")]
 pub struct Records;

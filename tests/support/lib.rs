@@ -14,6 +14,7 @@ mod alive_tasks;
 pub mod brokers;
 mod claims;
 pub mod cluster;
+mod dynamodb;
 mod fake_stores;
 pub mod fault_proxy;
 #[cfg(doctest)]
@@ -40,6 +41,9 @@ mod worker;
 pub use alive_tasks::{alive_tasks, alive_tasks_after};
 pub use claims::{
     call, claim, until_claimed, until_lease_lapsed, wait_until_expired, wait_until_forgotten,
+};
+pub use dynamodb::{
+    dynamo_store, dynamodb_client, dynamodb_url, unique_table_name, EMULATED_MAX_OUTCOME,
 };
 pub use fake_stores::{DownStore, LateBegins, NoRenewals, RenewalsFail, SlowBegin};
 pub use hang_up::{debit_request, send_and_hang_up, HangUp};

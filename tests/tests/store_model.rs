@@ -434,3 +434,8 @@ fn mariadb_answers_as_the_transition_table_does() {
 fn sqlite_answers_as_the_transition_table_does() {
     check(idem_tests::sqlite_store, 32);
 }
+
+#[test]
+fn dynamodb_answers_as_the_transition_table_does() {
+    check(idem_tests::dynamo_store, 32);
+}

@@ -32,15 +32,30 @@ where
     C: FnOnce(Arc<dyn Store>) -> CF,
     CF: Future<Output = ()>,
 {
+    run_check_keeping(make, replays::DEFAULT_LARGEST, check);
+}
+
+/// [`run_check`] for a store that keeps outcomes of at most `largest`
+/// bytes (DynamoDB's items): the replay check records one that large, and
+/// one a byte larger must be refused as full, not cut short. Used by
+/// `store_conformance_tests!(make, largest_outcome = n)`.
+pub fn run_check_keeping<M, MF, S, C, CF>(make: M, largest: usize, check: C)
+where
+    M: FnOnce() -> MF,
+    MF: Future<Output = S>,
+    S: Store,
+    C: FnOnce(Arc<dyn Store>) -> CF,
+    CF: Future<Output = ()>,
+{
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("conformance kit: cannot build a tokio runtime");
-    rt.block_on(async move {
+    rt.block_on(replays::keeping(largest, async move {
         let store: Arc<dyn Store> = Arc::new(make().await);
         check(store).await;
-    });
+    }));
 }
 
 /// The list of checks, kept once: calls `$callback!` with the given prefix
@@ -79,7 +94,10 @@ macro_rules! __idem_conformance_checks {
 }
 
 /// Writes one `#[test]` per conformance check for the store made by the given
-/// expression, a closure returning a future of the store.
+/// expression, a closure returning a future of the store. A store that
+/// keeps outcomes of at most some bytes (DynamoDB's items) says so with
+/// `largest_outcome = n`: its replays are checked up to that size, and one
+/// byte more must be refused as full.
 ///
 /// ```
 /// idem_core::store_conformance_tests!(|| async { idem_core::MemoryStore::new() });
@@ -87,13 +105,22 @@ macro_rules! __idem_conformance_checks {
 #[macro_export]
 macro_rules! store_conformance_tests {
     ($make:expr) => {
-        $crate::__idem_conformance_checks!($crate::store_conformance_tests { @each $make; });
+        $crate::store_conformance_tests!($make, largest_outcome = 1 << 20);
     };
-    (@each $make:expr; $($check:ident),+ $(,)?) => {
+    ($make:expr, largest_outcome = $largest:expr) => {
+        $crate::__idem_conformance_checks!($crate::store_conformance_tests {
+            @each $make; $largest;
+        });
+    };
+    (@each $make:expr; $largest:expr; $($check:ident),+ $(,)?) => {
         $(
             #[test]
             fn $check() {
-                $crate::testing::run_check($make, $crate::testing::checks::$check);
+                $crate::testing::run_check_keeping(
+                    $make,
+                    $largest,
+                    $crate::testing::checks::$check,
+                );
             }
         )+
     };
@@ -117,6 +144,7 @@ where
 mod known_bugs;
 mod late_retries;
 mod operations;
+mod replays;
 mod support;
 
 pub use support::{fp, fresh_id};
@@ -135,6 +163,7 @@ pub mod checks {
         inspect_shows_the_record, remove_of_a_completion_lets_the_key_run_again,
         remove_refuses_a_claim_unless_forced, replays_repeat_until_the_record_is_removed,
     };
+    pub use super::replays::replay_is_byte_identical;
 
     use super::support::{acquire, expect_lease_lost, race, LONG, TTL};
 
@@ -171,36 +200,6 @@ pub mod checks {
             matches!(got, Ok(Begin::Mismatch)),
             "another fingerprint while in flight must answer Mismatch, got {got:?}"
         );
-    }
-
-    /// The recorded outcome comes back byte for byte: every byte value, empty,
-    /// and one mebibyte.
-    pub async fn replay_is_byte_identical(store: Arc<dyn Store>) {
-        let all_bytes: Vec<u8> = (0..=255u8).cycle().take(4096).collect();
-        let big: Vec<u8> = (0..1 << 20)
-            .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
-            .collect();
-        for (label, bytes) in [("bytes", all_bytes), ("empty", Vec::new()), ("big", big)] {
-            let id = fresh_id(label);
-            let lease = acquire(&*store, &id, 1, LONG).await;
-            let outcome = Outcome::new(bytes);
-            store
-                .complete(&id, &lease, &outcome, TTL)
-                .await
-                .unwrap_or_else(|e| panic!("complete by the holder must succeed ({label}): {e}"));
-            for _ in 0..2 {
-                match store.begin(&id, &fp(1), LONG).await {
-                    Ok(Begin::Replay(got)) => assert!(
-                        got == outcome,
-                        "replay must return the recorded outcome byte for byte ({label}: {} bytes \
-                         recorded, {} returned)",
-                        outcome.len(),
-                        got.len()
-                    ),
-                    other => panic!("begin after completion must replay ({label}), got {other:?}"),
-                }
-            }
-        }
     }
 
     /// A different request under a completed key answers `Mismatch`, not the

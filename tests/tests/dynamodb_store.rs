@@ -1,0 +1,353 @@
+//! `DynamoStore` against moto's server (an emulator that speaks DynamoDB's
+//! wire protocol), beyond the conformance kit: one debit under 64
+//! duplicates from two processes, debits committed with their records in
+//! one `TransactWriteItems`, a holder frozen past its lease committing
+//! nothing, a record of a newer format refused, and a table made by
+//! something else failing at start with a message that says so.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use idem_core::store::Begin;
+use idem_core::{Call, Engine, OnInFlight, Policy, Ran, Store, StoreErrorKind};
+use idem_dynamodb::aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, Put,
+    ScalarAttributeType, TransactWriteItem,
+};
+use idem_dynamodb::aws_sdk_dynamodb::Client;
+use idem_dynamodb::DynamoStore;
+use idem_tests::{dynamo_store, dynamodb_client, unique_table_name, EMULATED_MAX_OUTCOME};
+
+fn call(key: &str) -> Call {
+    idem_tests::call("dynamodb-tests", key)
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+enum DebitError {
+    LeaseLost,
+    Uncertain,
+    Database(String),
+}
+
+impl idem_core::Failure for DebitError {
+    fn is_final(&self) -> bool {
+        false
+    }
+}
+
+/// The application's own table: one item per debit, keyed by its holder.
+async fn ledger(client: &Client) -> String {
+    let table = unique_table_name("ledger");
+    client
+        .create_table()
+        .table_name(&table)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("holder")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("holder")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key"),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("the ledger table");
+    table
+}
+
+/// Every debit in the ledger.
+async fn debits(client: &Client, ledger: &str) -> usize {
+    let scanned = client
+        .scan()
+        .table_name(ledger)
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("scan the ledger");
+    scanned.items().len()
+}
+
+/// One debit: the ledger's item and the record, in one transaction.
+async fn debit(
+    store: &DynamoStore,
+    ledger: &str,
+    claim: &idem_core::Claim,
+    holder: &str,
+) -> Result<String, DebitError> {
+    let mut tx = store.transaction();
+    let put = Put::builder()
+        .table_name(ledger)
+        .item("holder", AttributeValue::S(holder.to_owned()))
+        .item("amount", AttributeValue::N("1000".to_owned()))
+        .build()
+        .map_err(|e| DebitError::Database(e.to_string()))?;
+    tx.push(TransactWriteItem::builder().put(put).build());
+    let receipt = format!("debited by {holder}");
+    let outcome = idem_core::encode_result(&Ok::<_, DebitError>(&receipt))
+        .map_err(|e| DebitError::Database(e.to_string()))?;
+    claim.commit(tx, &outcome).await.map_err(|e| match e {
+        idem_core::CommitError::LeaseLost => DebitError::LeaseLost,
+        _ => DebitError::Uncertain,
+    })?;
+    Ok(receipt)
+}
+
+/// Runs `n` duplicates of the debit `key` at once; (executed, replayed).
+async fn duplicates(
+    store: &DynamoStore,
+    ledger: &str,
+    key: &str,
+    n: usize,
+    who: &str,
+) -> (usize, usize) {
+    let engine = Engine::new(store.clone()).with_policy(
+        Policy::default()
+            .lease(Duration::from_secs(30))
+            .on_in_flight(OnInFlight::Wait {
+                max: Duration::from_secs(30),
+            }),
+    );
+    let c = call(key);
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (engine, store, c) = (engine.clone(), store.clone(), c.clone());
+            let (ledger, holder) = (ledger.to_owned(), format!("{who}{i}"));
+            tokio::spawn(async move {
+                engine
+                    .run(&c, |claim| async move {
+                        debit(&store, &ledger, &claim, &holder).await
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let (mut executed, mut replayed) = (0, 0);
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(Ran::Executed(_)) => executed += 1,
+            Ok(Ran::Replayed(_)) => replayed += 1,
+            other => panic!("every duplicate gets the receipt, got {other:?}"),
+        }
+    }
+    (executed, replayed)
+}
+
+/// The second process of the test below: opens the tables it is given,
+/// says it is ready, waits for the word, runs 32 duplicates and prints
+/// what it got. Run only by that test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the second process of a_debit_asked_64_times_by_two_processes_runs_once"]
+async fn second_process_on_the_same_table() {
+    let (Ok(records), Ok(ledger)) = (
+        std::env::var("IDEM_DYNAMODB_RECORDS"),
+        std::env::var("IDEM_DYNAMODB_LEDGER"),
+    ) else {
+        return;
+    };
+    let store = DynamoStore::new(dynamodb_client(), &records);
+    // On a line of its own: libtest writes the test's name before it.
+    println!("\nsecond process ready");
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).expect("the word");
+    let (executed, replayed) = duplicates(&store, &ledger, "two-processes", 32, "child").await;
+    println!("executed {executed} replayed {replayed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_asked_64_times_by_two_processes_runs_once() {
+    let store = dynamo_store().await;
+    let ledger = ledger(store.client()).await;
+    let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "second_process_on_the_same_table",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IDEM_DYNAMODB_RECORDS", store.table())
+        .env("IDEM_DYNAMODB_LEDGER", &ledger)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the second process");
+    let mut out = BufReader::new(child.stdout.take().expect("its output"));
+    let mut line = String::new();
+    while !line.contains("second process ready") {
+        line.clear();
+        let read = out.read_line(&mut line).expect("its output");
+        assert!(read > 0, "the second process ended before it was ready");
+    }
+    let mut stdin = child.stdin.take().expect("its input");
+    writeln!(stdin, "go").expect("the word");
+    let (here, here_replayed) = duplicates(&store, &ledger, "two-processes", 32, "parent").await;
+    let theirs = tokio::task::spawn_blocking(move || {
+        let mut rest = String::new();
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap_or(0) > 0 {
+            rest.push_str(&line);
+            line.clear();
+        }
+        rest
+    })
+    .await
+    .expect("its output");
+    assert!(child.wait().expect("the second process").success());
+    let counts = theirs
+        .lines()
+        .find_map(|l| l.strip_prefix("executed "))
+        .expect("the second process's counts");
+    let (there, there_replayed) = counts.split_once(" replayed ").expect("both counts");
+    let (there, there_replayed): (usize, usize) = (
+        there.parse().expect("a count"),
+        there_replayed.trim().parse().expect("a count"),
+    );
+    assert_eq!(here + there, 1, "one execution in both processes");
+    assert_eq!(here_replayed + there_replayed, 63, "63 receipts replayed");
+    assert_eq!(debits(store.client(), &ledger).await, 1, "one debit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_frozen_past_its_lease_debits_nothing_and_the_takeover_debits_once() {
+    let store = dynamo_store().await;
+    let ledger = ledger(store.client()).await;
+    let c = call("frozen");
+    let short = Duration::from_millis(300);
+    let Ok(Begin::Acquired(frozen)) = store.begin(c.record_id(), c.fingerprint(), short).await
+    else {
+        panic!("the first holder claims the debit");
+    };
+    idem_tests::until_lease_lapsed(&store, c.record_id(), "the frozen holder").await;
+    // Another attempt takes the debit over and commits it with its record.
+    let engine = Engine::new(store.clone());
+    let taken = engine
+        .run(&c, |claim| {
+            let (store, ledger) = (store.clone(), ledger.clone());
+            async move { debit(&store, &ledger, &claim, "takeover").await }
+        })
+        .await
+        .expect("the takeover debits");
+    assert!(matches!(taken, Ran::Executed(_)));
+    // The frozen holder wakes and commits its debit: refused, nothing lands.
+    let mut tx = store.transaction();
+    let put = Put::builder()
+        .table_name(&ledger)
+        .item("holder", AttributeValue::S("frozen".to_owned()))
+        .build()
+        .expect("put");
+    tx.push(TransactWriteItem::builder().put(put).build());
+    idem_core::StoreTransaction::complete(
+        &mut tx,
+        c.record_id(),
+        &frozen,
+        &idem_core::Outcome::new(b"late".to_vec()),
+        Duration::from_mins(1),
+    )
+    .await
+    .expect("the completion joins the transaction");
+    let late = idem_core::StoreTransaction::commit(tx).await;
+    assert!(
+        matches!(&late, Err(e) if e.kind() == StoreErrorKind::LeaseLost),
+        "the frozen holder's commit is refused as a lost lease: {late:?}"
+    );
+    assert_eq!(
+        debits(store.client(), &ledger).await,
+        1,
+        "the takeover's debit only"
+    );
+    let again = engine
+        .run(&c, |_| async {
+            Ok::<_, DebitError>("ran again".to_owned())
+        })
+        .await
+        .expect("a retry");
+    assert_eq!(again, Ran::Replayed("debited by takeover".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_too_large_for_an_item_is_refused_and_the_claim_stays_its_holders() {
+    let store = dynamo_store().await;
+    let c = call("too-large");
+    let Ok(Begin::Acquired(lease)) = store
+        .begin(c.record_id(), c.fingerprint(), Duration::from_secs(30))
+        .await
+    else {
+        panic!("claimed");
+    };
+    let big = idem_core::Outcome::new(vec![7u8; EMULATED_MAX_OUTCOME + 1]);
+    let refused = store
+        .complete(c.record_id(), &lease, &big, Duration::from_mins(1))
+        .await;
+    let e = refused.expect_err("refused");
+    assert_eq!(e.kind(), StoreErrorKind::Full);
+    assert!(
+        e.to_string().contains("does not fit a DynamoDB item"),
+        "{e}"
+    );
+    // The same in a transaction: refused before anything is sent.
+    let mut tx = store.transaction();
+    let in_tx = idem_core::StoreTransaction::complete(
+        &mut tx,
+        c.record_id(),
+        &lease,
+        &big,
+        Duration::from_mins(1),
+    )
+    .await;
+    assert!(matches!(in_tx, Err(e) if e.kind() == StoreErrorKind::Full));
+    store
+        .release(c.record_id(), &lease)
+        .await
+        .expect("still the holder's claim");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_written_by_a_newer_version_is_refused_not_misread() {
+    let store = dynamo_store().await;
+    let c = call("newer");
+    let mut id = c.record_id().as_bytes().to_vec();
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("pk", AttributeValue::B(std::mem::take(&mut id).into()))
+        .item("fmt", AttributeValue::N("9".to_owned()))
+        .item("somethingnew", AttributeValue::S("?".to_owned()))
+        .send()
+        .await
+        .expect("a record from the future");
+    let got = store
+        .begin(c.record_id(), c.fingerprint(), Duration::from_secs(30))
+        .await;
+    let e = got.expect_err("refused");
+    assert_eq!(e.kind(), StoreErrorKind::NewerFormat, "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_made_by_something_else_fails_at_start_and_says_why() {
+    let client = dynamodb_client();
+    let table = ledger(&client).await;
+    let e = idem_dynamodb::check_table(&client, &table)
+        .await
+        .expect_err("not idem's table");
+    let text = e.to_string();
+    assert!(
+        text.contains("made by something else") && text.contains("holder"),
+        "{text}"
+    );
+    let missing = idem_dynamodb::check_table(&client, "idem_no_such_table")
+        .await
+        .expect_err("no table");
+    assert!(
+        missing.to_string().contains("idem_no_such_table"),
+        "{missing}"
+    );
+}
