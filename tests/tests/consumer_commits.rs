@@ -1,6 +1,7 @@
 //! A consumer that commits its effect with its record in one call
 //! (`idem_queue::commit_with_record`): on PostgreSQL and SQLite (the
-//! shipment row and the record in one transaction) and on Redis (one script call), an order
+//! shipment row and the record in one transaction), on DynamoDB (one
+//! `TransactWriteItems`) and on Redis (one script call), an order
 //! delivered eight times at once and again later ships once, every copy is
 //! acknowledged or left for later, and the later one is answered from the
 //! record.
@@ -161,6 +162,55 @@ async fn on_sqlite_an_order_delivered_nine_times_ships_once_with_its_record() {
         .await
         .expect("count");
     assert_eq!(rows, 1, "one shipment row");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_dynamodb_an_order_delivered_nine_times_ships_once_with_its_record() {
+    use idem_dynamodb::aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+    let store = idem_tests::dynamo_store().await;
+    // The shipments live in the records' table, beside them, under keys of
+    // their own: one transaction writes both.
+    let engine = Engine::new(store.clone());
+    let dynamo = store.clone();
+    let ship = handler_fn(move |order: Order, claim: Claim| {
+        let store = dynamo.clone();
+        async move {
+            let mut tx = store.transaction();
+            // Counted, so that a second shipment would show.
+            let shipment = Update::builder()
+                .table_name(store.table())
+                .key(
+                    "pk",
+                    AttributeValue::B(format!("shipment:{}", order.order_id).into_bytes().into()),
+                )
+                .update_expression("ADD shipped :one")
+                .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
+                .build()
+                .map_err(|e| ShipError::Database(e.to_string()))?;
+            tx.push(TransactWriteItem::builder().update(shipment).build());
+            commit_with_record::<_, ShipError, _>(&claim, tx, format!("shipped {}", order.order_id))
+                .await
+        }
+    });
+    let consumer =
+        Consumer::new(engine, "ship-order", ship).key(KeySource::Field("/order_id".into()));
+    let verdicts = eight_copies_then_one(consumer).await;
+    assert_shipped_once(&verdicts);
+    let shipped = store
+        .client()
+        .get_item()
+        .table_name(store.table())
+        .key("pk", AttributeValue::B(b"shipment:o-1".to_vec().into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("the shipment");
+    let count = shipped
+        .item()
+        .and_then(|item| item.get("shipped"))
+        .and_then(|n| n.as_n().ok())
+        .cloned();
+    assert_eq!(count.as_deref(), Some("1"), "shipped once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
