@@ -1,5 +1,5 @@
-//! The order pipeline's handler, shared by the three broker examples
-//! (`orders_rabbitmq`, `orders_nats`, `orders_redis_streams`) and their
+//! The order pipeline's handler, shared by the four broker examples
+//! (`orders_rabbitmq`, `orders_nats`, `orders_redis_streams`, `orders_sqs`) and their
 //! tests: ship an order once, however often its message is delivered.
 //!
 //! The effect (the order's shipment count, in Redis or PostgreSQL:

@@ -34,6 +34,7 @@ mod server;
 mod serving;
 mod sources;
 mod sqlite;
+pub mod sqs_queue;
 mod told;
 mod unique;
 mod worker;

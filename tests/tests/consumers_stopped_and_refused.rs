@@ -68,6 +68,14 @@ async fn on_redis_streams_a_consumer_stopped_mid_order_ships_it_once_and_leaves_
     a_consumer_stopped_mid_order_ships_it_once_and_leaves_the_rest(RedisStream::new()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqs_a_consumer_stopped_mid_order_ships_it_once_and_leaves_the_rest() {
+    a_consumer_stopped_mid_order_ships_it_once_and_leaves_the_rest(
+        idem_tests::sqs_queue::SqsQueue::new().await,
+    )
+    .await;
+}
+
 fn consumer() -> Arc<Consumer<impl Handler>> {
     let handler = handler_fn(|_: serde_json::Value, _: Claim| async { Ok::<_, Never>(()) });
     Arc::new(Consumer::new(
@@ -155,4 +163,27 @@ async fn a_redis_streams_consumer_of_a_key_that_is_not_a_stream_stops_and_says_s
     )
     .await;
     assert!(said.contains("WRONGTYPE"), "{said}");
+}
+
+#[tokio::test]
+async fn an_sqs_consumer_of_a_queue_that_does_not_exist_stops_and_says_so() {
+    let client = idem_tests::sqs_queue::sqs_client();
+    let url = format!(
+        "{}/000000000000/{}",
+        idem_tests::sqs_queue::sqs_url(),
+        unique_prefix("no-such-queue")
+            .trim_end_matches(':')
+            .replace(':', "_")
+    );
+    let said = refused(
+        idem_queue::sqs::consume(
+            consumer(),
+            client,
+            &url,
+            idem_queue::sqs::SqsOptions::default().dead_letter_queue_url(&format!("{url}-dead")),
+        ),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(said.contains("ReceiveMessage"), "{said}");
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use idem_examples::shipments::Shipments;
 use idem_tests::brokers::{order_shipments, Broker, JetStream, RabbitMq, RedisStream, PATIENCE};
+use idem_tests::sqs_queue::SqsQueue;
 use idem_tests::{database_url, redis_url, unique_prefix, unique_schema, Worker};
 use sqlx::AssertSqlSafe;
 
@@ -255,6 +256,11 @@ macro_rules! on_each_broker {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn on_redis_streams() {
                 super::$story(RedisStream::new() $(, on_each_broker!(@ledger $ledger, $name))?).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_sqs() {
+                super::$story(SqsQueue::new().await $(, on_each_broker!(@ledger $ledger, $name))?).await;
             }
         }
     };

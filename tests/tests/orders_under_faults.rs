@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use idem_tests::brokers::{Broker, JetStream, RabbitMq, RedisStream, PATIENCE};
+use idem_tests::sqs_queue::SqsQueue;
 use idem_tests::{unique_prefix, PrivateRedis, Worker};
 
 const ORDERS: usize = 100;
@@ -157,6 +158,16 @@ async fn on_jetstream_an_order_placed_while_the_store_is_down_ships_once_after_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_redis_streams_an_order_placed_while_the_store_is_down_ships_once_after_it() {
     an_order_placed_while_the_store_is_down_ships_once_after_it(RedisStream::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqs_an_order_placed_while_the_store_is_down_ships_once_after_it() {
+    an_order_placed_while_the_store_is_down_ships_once_after_it(SqsQueue::new().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqs_a_store_down_mid_load_loses_nothing_and_doubles_nothing() {
+    a_hundred_orders_ship_once_through_a_fault(SqsQueue::new().await, Fault::Store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -81,3 +81,13 @@ async fn on_redis_streams_a_frozen_consumer_s_order_ships_elsewhere_within_the_l
     a_frozen_consumer_s_order_ships_elsewhere_within_the_bound(RedisStream::new(), LEASE + SLACK)
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqs_a_frozen_consumer_s_order_ships_elsewhere_within_the_lease() {
+    // The visibility timeout is the lease, counted by SQS in whole seconds.
+    a_frozen_consumer_s_order_ships_elsewhere_within_the_bound(
+        idem_tests::sqs_queue::SqsQueue::new().await,
+        LEASE + SLACK,
+    )
+    .await;
+}

@@ -57,7 +57,12 @@ mod message;
 mod permitted;
 // What only the brokers' loops use is unused without a broker feature.
 #[cfg_attr(
-    not(any(feature = "rabbitmq", feature = "nats", feature = "redis-streams")),
+    not(any(
+        feature = "rabbitmq",
+        feature = "nats",
+        feature = "redis-streams",
+        feature = "sqs"
+    )),
     allow(dead_code)
 )]
 mod running;
@@ -73,6 +78,8 @@ mod rabbit_options;
 pub mod rabbitmq;
 #[cfg(feature = "redis-streams")]
 pub mod redis_streams;
+#[cfg(feature = "sqs")]
+pub mod sqs;
 
 pub use backoff::Backoff;
 pub use batch::{BatchOptions, BatchReport};
@@ -101,3 +108,8 @@ pub use async_nats;
 /// that your client's types are the ones it takes.
 #[cfg(feature = "redis-streams")]
 pub use redis;
+
+/// The SQS client the SQS adapter is built on, re-exported so that your
+/// client's types are the ones it takes.
+#[cfg(feature = "sqs")]
+pub use aws_sdk_sqs;

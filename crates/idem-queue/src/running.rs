@@ -77,6 +77,7 @@ impl Running {
     /// Waits for the running handlers to finish, at most the drain; those
     /// still running then are detached (their deliveries stay
     /// unacknowledged, to come back).
+    #[cfg_attr(not(any(feature = "rabbitmq", feature = "nats")), allow(dead_code))]
     pub(crate) async fn drain_out(&self, running: &mut JoinSet<()>, broker: &str) {
         let drained = tokio::time::timeout(self.drain, async {
             while running.join_next().await.is_some() {}
