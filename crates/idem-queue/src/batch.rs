@@ -120,7 +120,7 @@ impl<H: Handler> Consumer<H> {
         let mut runs: Vec<Run<D, H::Input>> = Vec::new();
         let mut groups: Vec<(RunOf, usize)> = Vec::new();
         for (i, delivery) in deliveries.into_iter().enumerate() {
-            let prepared = self.call(delivery.message());
+            let prepared = self.call(&delivery);
             let run_of = match options.group_by.and_then(|by| by(delivery.message())) {
                 Some(group) => Some(RunOf::Group(group)),
                 None => prepared

@@ -170,7 +170,7 @@ impl<H: Handler> Consumer<H> {
     /// cannot be told leaves the message unacknowledged, to be delivered
     /// again.
     pub async fn handle<D: Delivery>(&self, delivery: D) -> Result<Verdict, BrokerError> {
-        let prepared = self.call(delivery.message());
+        let prepared = self.call(&delivery);
         self.handle_prepared(delivery, prepared).await
     }
 
@@ -189,7 +189,7 @@ impl<H: Handler> Consumer<H> {
     /// The verdict on `delivery`, its handler run if it must be; the
     /// delivery is reported in progress while the handler runs.
     pub async fn decide<D: Delivery>(&self, delivery: &D) -> Verdict {
-        let prepared = self.call(delivery.message());
+        let prepared = self.call(delivery);
         self.decide_prepared(delivery, prepared).await
     }
 
@@ -198,7 +198,7 @@ impl<H: Handler> Consumer<H> {
         delivery: &D,
         prepared: Prepared<H::Input>,
     ) -> Verdict {
-        let run = AssertUnwindSafe(self.run(delivery.message(), prepared)).catch_unwind();
+        let run = AssertUnwindSafe(self.run(delivery, prepared)).catch_unwind();
         tokio::pin!(run);
         // Most handlers on a store that answers at once finish at their
         // first poll: no timer for them.
@@ -232,7 +232,8 @@ impl<H: Handler> Consumer<H> {
     /// Runs the handler for `message` under the engine, and maps what
     /// happened to a verdict. While the store does not answer the claim
     /// (nothing has run), the delivery is held and claimed again.
-    async fn run(&self, message: &Message, prepared: Prepared<H::Input>) -> Verdict {
+    async fn run<D: Delivery>(&self, delivery: &D, prepared: Prepared<H::Input>) -> Verdict {
+        let message = delivery.message();
         let (mut call, mut input) = match prepared {
             Ok(prepared) => prepared,
             Err(why) => return dead(Handled::Malformed(why.clone()), why),
@@ -265,7 +266,7 @@ impl<H: Handler> Consumer<H> {
                     }
                     tokio::time::sleep(pause).await;
                     // Nothing ran: the input is read again from the message.
-                    (call, input) = match self.call(message) {
+                    (call, input) = match self.call(delivery) {
                         Ok(prepared) => prepared,
                         Err(why) => return dead(Handled::Malformed(why.clone()), why),
                     };
@@ -285,8 +286,24 @@ impl<H: Handler> Consumer<H> {
         }
     }
 
+    /// The call for `delivery`'s message and the handler's input, or why it
+    /// has none; its lease within the delivery's bound, if it has one.
+    pub(crate) fn call<D: Delivery>(&self, delivery: &D) -> Prepared<H::Input> {
+        let (call, input) = self.call_of(delivery.message())?;
+        let Some(within) = delivery.lease_within() else {
+            return Ok((call, input));
+        };
+        let lease = self
+            .engine
+            .policy()
+            .lease_value()
+            .min(within)
+            .max(Duration::from_millis(1));
+        Ok((call.lease(lease), input))
+    }
+
     /// The call for `message` and the handler's input, or why it has none.
-    pub(crate) fn call(&self, message: &Message) -> Prepared<H::Input> {
+    fn call_of(&self, message: &Message) -> Prepared<H::Input> {
         let payload: serde_json::Value = serde_json::from_slice(&message.payload)
             .map_err(|e| format!("the payload is not JSON: {e}"))?;
         let key = self.key.key_of(message, &payload)?;

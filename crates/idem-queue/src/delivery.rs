@@ -43,6 +43,15 @@ pub trait Delivery: Send + Sync {
         async {}
     }
 
+    /// The longest lease this delivery's claim may take, if the delivery is
+    /// bounded in time: an AWS Lambda invocation's time left, so that a
+    /// claim held by an invocation that times out lapses when the platform
+    /// stops it and its retry takes over at once (AWS Lambda Powertools
+    /// does the same). `None` (the default): the engine's lease.
+    fn lease_within(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Tells the broker `verdict`'s action: ack, redeliver later, or
     /// dead-letter (published where dead letters go before the ack).
     fn settle(self, verdict: &Verdict) -> impl Future<Output = Result<(), BrokerError>> + Send;

@@ -70,6 +70,8 @@ mod running;
 mod stream_entries;
 mod verdict;
 
+#[cfg(feature = "lambda")]
+pub mod lambda;
 #[cfg(feature = "nats")]
 pub mod nats;
 #[cfg(feature = "rabbitmq")]
