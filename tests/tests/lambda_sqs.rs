@@ -93,7 +93,7 @@ fn record(message_id: &str, body: &str, receives: u32) -> serde_json::Value {
 }
 
 /// An invocation with `records`, and `time` left before Lambda stops it.
-fn invocation(records: Vec<serde_json::Value>, time: Duration) -> LambdaEvent<SqsEvent> {
+fn invocation(records: &[serde_json::Value], time: Duration) -> LambdaEvent<SqsEvent> {
     let event: SqsEvent = serde_json::from_value(serde_json::json!({ "Records": records }))
         .expect("an SQS event as Lambda sends it");
     let mut context = Context::default();
@@ -132,7 +132,7 @@ async fn a_batch_reports_exactly_the_records_that_failed_and_ships_a_duplicate_o
         // The same order sent twice by the shop: a message of its own.
         record("m-5", &order("o-1", "tea"), 1),
     ];
-    let response = handle_sqs_event(&consumer, invocation(records, Duration::from_secs(30)))
+    let response = handle_sqs_event(&consumer, invocation(&records, Duration::from_secs(30)))
         .await
         .expect("answered");
     assert_eq!(failed(&response), ["m-2", "m-4"]);
@@ -145,7 +145,7 @@ async fn a_batch_reports_exactly_the_records_that_failed_and_ships_a_duplicate_o
         record("m-2", &order("o-2", "carrier-down"), 2),
         record("m-1", &order("o-1", "tea"), 2),
     ];
-    let response = handle_sqs_event(&consumer, invocation(again, Duration::from_secs(30)))
+    let response = handle_sqs_event(&consumer, invocation(&again, Duration::from_secs(30)))
         .await
         .expect("answered");
     assert_eq!(failed(&response), ["m-2"]);
@@ -168,7 +168,7 @@ async fn a_function_that_times_out_mid_order_is_retried_and_ships_it_once() {
     // Lambda stops the function at its deadline: the invocation's future is
     // dropped mid-order.
     let stopped =
-        tokio::time::timeout(time, handle_sqs_event(&first, invocation(records, time))).await;
+        tokio::time::timeout(time, handle_sqs_event(&first, invocation(&records, time))).await;
     assert!(stopped.is_err(), "the invocation timed out");
     // Its claim lapses with the invocation's time, not the engine's lease.
     let id = RecordId::new(
@@ -182,7 +182,7 @@ async fn a_function_that_times_out_mid_order_is_retried_and_ships_it_once() {
     };
     let retry = warehouse.consumer(engine);
     let records = vec![record("m-9", &order("o-9", "tea"), 2)];
-    let response = handle_sqs_event(&retry, invocation(records, Duration::from_secs(30)))
+    let response = handle_sqs_event(&retry, invocation(&records, Duration::from_secs(30)))
         .await
         .expect("answered");
     assert!(failed(&response).is_empty(), "{:?}", failed(&response));
