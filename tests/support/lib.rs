@@ -21,6 +21,7 @@ pub mod fault_proxy;
 pub mod guide;
 mod hang_up;
 mod hooked_store;
+pub mod lambda_runtime_api;
 mod mysql;
 mod payments;
 mod pgbouncer;
