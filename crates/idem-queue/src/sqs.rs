@@ -7,7 +7,10 @@
 //! string attributes are headers; its `ApproximateReceiveCount` is its
 //! delivery count.
 //!
-//! - **Ack**: `DeleteMessage`, after the outcome is stored.
+//! - **Ack**: `DeleteMessageBatch`, after the outcome is stored: a
+//!   batch's acknowledged messages are deleted together once the batch is
+//!   done (a message whose delete is lost comes back, and is answered from
+//!   its record).
 //! - **Redeliver after a delay**: `ChangeMessageVisibility` to the delay: the
 //!   message comes back then, to any consumer.
 //! - **In progress**: `ChangeMessageVisibility` to the visibility timeout
@@ -23,11 +26,14 @@
 //! - **FIFO queues**: a batch's messages of one `MessageGroupId` run one
 //!   after another, in order ([`BatchOptions::group_by`](crate::BatchOptions)).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
+    QueueAttributeName,
+};
 use aws_sdk_sqs::Client;
 
 use crate::batch::BatchOptions;
@@ -120,6 +126,48 @@ struct Place {
     visibility: Duration,
     dead_letters: String,
     fifo: bool,
+    /// The receipts of the batch's acknowledged messages, deleted together
+    /// once the batch is done ([`Place::delete_acked`]).
+    acked: Mutex<Vec<String>>,
+}
+
+impl Place {
+    /// Deletes the acknowledged messages, ten to a `DeleteMessageBatch`. A
+    /// message whose delete fails comes back after its visibility timeout,
+    /// and is answered from its record.
+    async fn delete_acked(&self) {
+        let receipts =
+            std::mem::take(&mut *self.acked.lock().unwrap_or_else(PoisonError::into_inner));
+        for chunk in receipts.chunks(10) {
+            let entries: Vec<DeleteMessageBatchRequestEntry> = chunk
+                .iter()
+                .enumerate()
+                .filter_map(|(i, receipt)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(receipt)
+                        .build()
+                        .ok()
+                })
+                .collect();
+            let deleted = self
+                .client
+                .delete_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await;
+            match deleted {
+                Ok(answer) if answer.failed().is_empty() => {}
+                Ok(answer) => {
+                    tracing::warn!(target: "idem", failed = answer.failed().len(), "sqs: some acknowledged messages were not deleted; they come back and are answered from their records");
+                }
+                Err(e) => {
+                    tracing::warn!(target: "idem", error = %e, "sqs: the acknowledged messages were not deleted; they come back and are answered from their records");
+                }
+            }
+        }
+    }
 }
 
 /// One SQS message delivered to this consumer.
@@ -199,7 +247,15 @@ impl Delivery for SqsDelivery {
 
     async fn settle(self, verdict: &Verdict) -> Result<(), BrokerError> {
         match &verdict.action {
-            Action::Ack => self.delete().await,
+            Action::Ack => {
+                // Deleted with the batch's others once the batch is done.
+                self.place
+                    .acked
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(self.receipt);
+                Ok(())
+            }
             Action::Redeliver { after } => self.hide_for(*after).await,
             Action::DeadLetter { reason } => {
                 let p = &self.place;
@@ -333,6 +389,7 @@ async fn session<H: Handler>(
             .unwrap_or_else(|| consumer.engine().policy().lease_value()),
         dead_letters,
         fifo,
+        acked: Mutex::new(Vec::new()),
     });
     let batch = options.batch.clamp(1, 10);
     let shutdown = &options.running.shutdown;
@@ -364,9 +421,11 @@ async fn session<H: Handler>(
             report = handled => report,
             () = drained => {
                 tracing::warn!(target: "idem", drain = ?options.running.drain, "shutdown: a batch still running past the drain is left; its messages come back after their visibility timeout");
+                place.delete_acked().await;
                 return Ended::Shutdown;
             }
         };
+        place.delete_acked().await;
         for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
             tracing::warn!(target: "idem", error = %failed, "sqs: the verdict could not be told; the message comes back after its visibility timeout");
         }
