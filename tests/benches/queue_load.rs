@@ -24,8 +24,9 @@
 //! consumer) and in Redis (`INFO cpu`), and the script calls a message
 //! makes with their Redis CPU (`INFO commandstats`).
 //!
-//! `cargo bench -p idem-tests --bench queue_load [-- rabbitmq|nats|redis]`
-//! (the brokers on their usual ports; `scripts/services.sh` starts them).
+//! `cargo bench -p idem-tests --bench queue_load [-- rabbitmq|nats|redis|sqs]`
+//! (the brokers on their usual ports; `scripts/services.sh` starts them;
+//! `sqs` is moto's server, an emulator: only its ratios mean anything).
 
 #![allow(missing_docs)]
 
@@ -42,6 +43,9 @@ use serde::Deserialize;
 #[path = "common/queue_rounds.rs"]
 mod queue_rounds;
 use queue_rounds::{nats_round, rabbitmq_round, redis_round};
+#[path = "common/sqs_round.rs"]
+mod sqs_round;
+use sqs_round::sqs_round;
 
 const MESSAGES: usize = 5_000;
 const ROUNDS: usize = 5;
@@ -310,6 +314,7 @@ async fn bench(broker: &str) -> Result<(), Error> {
             let took = match broker {
                 "rabbitmq" => rabbitmq_round(*variant, round).await?,
                 "nats" => nats_round(*variant, round).await?,
+                "sqs" => sqs_round(*variant, round).await?,
                 _ => redis_round(*variant, round).await?,
             };
             let cpu_after = (own_cpu_us(), redis_cpu_us(&mut stats).await);
@@ -371,7 +376,7 @@ async fn main() -> Result<(), Error> {
         tracing_subscriber::fmt::init();
     }
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    for broker in ["rabbitmq", "nats", "redis"] {
+    for broker in ["rabbitmq", "nats", "redis", "sqs"] {
         if only.as_deref().is_none_or(|o| o == broker) {
             bench(broker).await?;
         }
