@@ -29,7 +29,8 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     let lease = Duration::from_millis(300);
-    let engine = Engine::new(MemoryStore::new()).with_policy(Policy::default().lease(lease));
+    let store = MemoryStore::new();
+    let engine = Engine::new(store.clone()).with_policy(Policy::default().lease(lease));
     let c = call("orders", key);
     let died = std::panic::AssertUnwindSafe(engine.run(&c, |claim| {
         let published = publish(claim);
@@ -43,7 +44,7 @@ where
     .catch_unwind()
     .await;
     assert!(died.is_err());
-    tokio::time::sleep(lease + Duration::from_millis(50)).await;
+    idem_tests::until_lease_lapsed(&store, c.record_id(), "the dead consumer").await;
     let again = engine
         .run(&c, |claim| {
             let published = publish(claim);
