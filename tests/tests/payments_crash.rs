@@ -166,12 +166,8 @@ async fn killed_mid_debit_then_retried_elsewhere_debits_once() {
     assert_eq!(early.status(), StatusCode::CONFLICT);
     assert!(early.headers().contains_key(header::RETRY_AFTER));
 
-    // After the lease, the retry takes over and debits once.
-    tokio::time::sleep(Duration::from_millis(lease_ms + 500)).await;
-    let retried = payments(&second.url)
-        .try_debit("ivy", "crash-1", 1000)
-        .await
-        .expect("retry");
+    // Once the lease is over, the retry takes over and debits once.
+    let retried = retry_while_in_flight(&second.url, "ivy", "crash-1", 1000).await;
     assert_eq!(retried.status(), StatusCode::CREATED);
     assert!(!retried.headers().contains_key("idempotent-replayed"));
     let receipt = retried.bytes().await.expect("receipt");
@@ -291,12 +287,9 @@ async fn frozen_past_the_lease_debits_once(
     };
     claimed.await;
     signal(&first, "STOP");
-    // A renewal just before the freeze keeps the claim one lease at most.
-    tokio::time::sleep(Duration::from_millis(lease_ms + 500)).await;
-    let retried = payments(&second.url)
-        .try_debit(account, "frozen-1", 100)
-        .await
-        .expect("retry");
+    // A renewal just before the freeze keeps the claim one lease at most;
+    // the client retries while it is told the debit is in flight.
+    let retried = retry_while_in_flight(&second.url, account, "frozen-1", 100).await;
     assert_eq!(retried.status(), StatusCode::CREATED, "the takeover debits");
     signal(&first, "CONT");
     let late = in_flight
@@ -337,6 +330,32 @@ async fn frozen_past_its_lease_then_taken_over_debits_once_on_postgres() {
 
 /// A client of the instance at `url` whose requests give up after 10 s (a
 /// killed instance leaves them unanswered).
+/// Retries the debit as a client would while it is answered 409 (in
+/// flight), every 50 ms for ten seconds at most: its answer once the claim
+/// it waited on is over.
+async fn retry_while_in_flight(
+    url: &str,
+    account: &str,
+    key: &str,
+    amount: u64,
+) -> reqwest::Response {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = payments(url)
+            .try_debit(account, key, amount)
+            .await
+            .expect("retry");
+        if answer.status() != StatusCode::CONFLICT {
+            return answer;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still in flight after ten seconds"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn payments(url: &str) -> Payments {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
