@@ -12,7 +12,9 @@ use idem_queue::aws_sdk_sqs::types::{
 };
 use idem_queue::aws_sdk_sqs::Client;
 
-use crate::{engine, forget, payload, timed, with_idem, Error, Plain, Run, Variant, MESSAGES};
+use crate::{
+    engine, forget, payload, timed_for, with_idem, Error, Plain, Run, Variant, SQS_MESSAGES,
+};
 
 pub(crate) async fn sqs_round(variant: Variant, round: usize) -> Result<Duration, Error> {
     const BROKER: &str = "sqs";
@@ -20,7 +22,7 @@ pub(crate) async fn sqs_round(variant: Variant, round: usize) -> Result<Duration
     let name = format!("idem-bench-{}-{round}-{variant:?}", std::process::id());
     let made = client.create_queue().queue_name(&name).send().await?;
     let url = made.queue_url().ok_or("no queue url")?.to_owned();
-    for chunk in (0..MESSAGES).collect::<Vec<_>>().chunks(10) {
+    for chunk in (0..SQS_MESSAGES).collect::<Vec<_>>().chunks(10) {
         let entries = chunk
             .iter()
             .map(|i| {
@@ -52,7 +54,7 @@ pub(crate) async fn sqs_round(variant: Variant, round: usize) -> Result<Duration
                 .map_err(Into::into)
         })
     };
-    let took = timed(run, &handled).await;
+    let took = timed_for(run, &handled, SQS_MESSAGES).await;
     forget(BROKER, round, variant).await?;
     client.delete_queue().queue_url(&url).send().await?;
     let _ = client
