@@ -30,6 +30,7 @@ mod postgres;
 mod private_mariadb;
 mod redis;
 pub mod replication_proxy;
+pub mod second_process;
 pub mod sentinel;
 mod server;
 mod serving;

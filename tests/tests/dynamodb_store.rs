@@ -5,8 +5,6 @@
 //! nothing, a record of a newer format refused, and a table made by
 //! something else failing at start with a message that says so.
 
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use idem_core::store::Begin;
@@ -17,6 +15,7 @@ use idem_dynamodb::aws_sdk_dynamodb::types::{
 };
 use idem_dynamodb::aws_sdk_dynamodb::Client;
 use idem_dynamodb::DynamoStore;
+use idem_tests::second_process::SecondProcess;
 use idem_tests::{dynamo_store, dynamodb_client, unique_table_name, EMULATED_MAX_OUTCOME};
 
 fn call(key: &str) -> Call {
@@ -153,63 +152,25 @@ async fn second_process_on_the_same_table() {
         return;
     };
     let store = DynamoStore::new(dynamodb_client(), &records);
-    // On a line of its own: libtest writes the test's name before it.
-    println!("\nsecond process ready");
-    let mut go = String::new();
-    std::io::stdin().read_line(&mut go).expect("the word");
+    idem_tests::second_process::ready_then_wait();
     let (executed, replayed) = duplicates(&store, &ledger, "two-processes", 32, "child").await;
-    println!("executed {executed} replayed {replayed}");
+    idem_tests::second_process::report(executed, replayed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debit_asked_64_times_by_two_processes_runs_once() {
     let store = dynamo_store().await;
     let ledger = ledger(store.client()).await;
-    let mut child = Command::new(std::env::current_exe().expect("this test binary"))
-        .args([
-            "second_process_on_the_same_table",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("IDEM_DYNAMODB_RECORDS", store.table())
-        .env("IDEM_DYNAMODB_LEDGER", &ledger)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the second process");
-    let mut out = BufReader::new(child.stdout.take().expect("its output"));
-    let mut line = String::new();
-    while !line.contains("second process ready") {
-        line.clear();
-        let read = out.read_line(&mut line).expect("its output");
-        assert!(read > 0, "the second process ended before it was ready");
-    }
-    let mut stdin = child.stdin.take().expect("its input");
-    writeln!(stdin, "go").expect("the word");
-    let (here, here_replayed) = duplicates(&store, &ledger, "two-processes", 32, "parent").await;
-    let theirs = tokio::task::spawn_blocking(move || {
-        let mut rest = String::new();
-        let mut line = String::new();
-        while out.read_line(&mut line).unwrap_or(0) > 0 {
-            rest.push_str(&line);
-            line.clear();
-        }
-        rest
-    })
-    .await
-    .expect("its output");
-    assert!(child.wait().expect("the second process").success());
-    let counts = theirs
-        .lines()
-        .find_map(|l| l.strip_prefix("executed "))
-        .expect("the second process's counts");
-    let (there, there_replayed) = counts.split_once(" replayed ").expect("both counts");
-    let (there, there_replayed): (usize, usize) = (
-        there.parse().expect("a count"),
-        there_replayed.trim().parse().expect("a count"),
+    let mut second = SecondProcess::start(
+        "second_process_on_the_same_table",
+        &[
+            ("IDEM_DYNAMODB_RECORDS", store.table()),
+            ("IDEM_DYNAMODB_LEDGER", &ledger),
+        ],
     );
+    second.go();
+    let (here, here_replayed) = duplicates(&store, &ledger, "two-processes", 32, "parent").await;
+    let (there, there_replayed) = second.counts().await;
     assert_eq!(here + there, 1, "one execution in both processes");
     assert_eq!(here_replayed + there_replayed, 63, "63 receipts replayed");
     assert_eq!(debits(store.client(), &ledger).await, 1, "one debit");

@@ -4,8 +4,6 @@
 //! its lease, a database locked past the busy timeout, and each bad file
 //! failing at start with a message that says which.
 
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +11,7 @@ use std::time::Duration;
 use idem_core::store::Begin;
 use idem_core::{Call, Engine, Error, OnInFlight, Policy, Ran, Store, StoreErrorKind};
 use idem_sqlite::SqliteStore;
+use idem_tests::second_process::SecondProcess;
 use idem_tests::{sqlite_path, sqlite_store};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::AssertSqlSafe;
@@ -136,12 +135,9 @@ async fn second_process_on_the_same_file() {
         return;
     };
     let store = SqliteStore::open(&path).await.expect("the shared file");
-    // On a line of its own: libtest writes the test's name before it.
-    println!("\nsecond process ready");
-    let mut go = String::new();
-    std::io::stdin().read_line(&mut go).expect("the word");
+    idem_tests::second_process::ready_then_wait();
     let (executed, replayed) = duplicates(&store, "two-processes", 32, "child").await;
-    println!("executed {executed} replayed {replayed}");
+    idem_tests::second_process::report(executed, replayed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,50 +145,14 @@ async fn a_debit_asked_64_times_by_two_processes_on_one_file_runs_once() {
     let path = sqlite_path("two-processes");
     let store = SqliteStore::open(&path).await.expect("store");
     ledger(&store).await;
-    let mut child = Command::new(std::env::current_exe().expect("this test binary"))
-        .args([
-            "second_process_on_the_same_file",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("IDEM_SQLITE_SHARED_FILE", &path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the second process");
-    let mut out = BufReader::new(child.stdout.take().expect("its output"));
-    let mut line = String::new();
-    while !line.contains("second process ready") {
-        line.clear();
-        let read = out.read_line(&mut line).expect("its output");
-        assert!(read > 0, "the second process ended before it was ready");
-    }
-    let mut stdin = child.stdin.take().expect("its input");
-    writeln!(stdin, "go").expect("the word");
-    let (here, here_replayed) = duplicates(&store, "two-processes", 32, "parent").await;
-    let theirs = tokio::task::spawn_blocking(move || {
-        let mut rest = String::new();
-        let mut line = String::new();
-        while out.read_line(&mut line).unwrap_or(0) > 0 {
-            rest.push_str(&line);
-            line.clear();
-        }
-        rest
-    })
-    .await
-    .expect("its output");
-    assert!(child.wait().expect("the second process").success());
-    let counts = theirs
-        .lines()
-        .find_map(|l| l.strip_prefix("executed "))
-        .expect("the second process's counts");
-    let (there, there_replayed) = counts.split_once(" replayed ").expect("both counts");
-    let (there, there_replayed): (usize, usize) = (
-        there.parse().expect("a count"),
-        there_replayed.trim().parse().expect("a count"),
+    let file = path.display().to_string();
+    let mut second = SecondProcess::start(
+        "second_process_on_the_same_file",
+        &[("IDEM_SQLITE_SHARED_FILE", &file)],
     );
+    second.go();
+    let (here, here_replayed) = duplicates(&store, "two-processes", 32, "parent").await;
+    let (there, there_replayed) = second.counts().await;
     assert_eq!(here + there, 1, "one execution in both processes");
     assert_eq!(here_replayed + there_replayed, 63, "63 receipts replayed");
     assert_eq!(debits(&store).await.len(), 1, "one debit");
