@@ -82,6 +82,8 @@ pub mod rabbitmq;
 pub mod redis_streams;
 #[cfg(feature = "sqs")]
 pub mod sqs;
+#[cfg(feature = "sqs")]
+mod sqs_options;
 
 pub use backoff::Backoff;
 pub use batch::{BatchOptions, BatchReport};
