@@ -29,10 +29,15 @@ pub const DEFAULT_TRACE: Duration = Duration::from_hours(24);
 /// TTL deletes late.
 ///
 /// ```no_run
+/// use idem_dynamodb::aws_sdk_dynamodb::{config::BehaviorVersion, config::Region, Client, Config};
+///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let config = aws_config_stand_in();
-/// # fn aws_config_stand_in() -> aws_sdk_dynamodb::Config { unimplemented!() }
-/// let client = aws_sdk_dynamodb::Client::from_conf(config);
+/// // Usually `aws_config::load_from_env()`: the role's credentials and region.
+/// let config = Config::builder()
+///     .behavior_version(BehaviorVersion::latest())
+///     .region(Region::new("eu-west-1"))
+///     .build();
+/// let client = Client::from_conf(config);
 /// idem_dynamodb::create_table(&client, "idem_records").await?;
 /// let store = idem_dynamodb::DynamoStore::new(client, "idem_records");
 /// let engine = idem_core::Engine::new(store);
