@@ -6,7 +6,7 @@
 //! and recording the response there, the least any design does (the floor
 //! under idem's cost).
 //!
-//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|mariadb|sqlite|actix|grpc]` (needs `wrk`:
+//! `cargo bench -p idem-tests --bench http_load [-- memory|redis|postgres|mariadb|sqlite|dynamodb|actix|grpc]` (needs `wrk`:
 //! `apt-get install wrk`). `actix` is the same pair on actix-web
 //! (`idem_actix::Idempotency` or not, around one handler); `grpc` is the
 //! gRPC example's `Debit` with `idem_tonic::IdempotencyLayer` or not,
@@ -26,7 +26,9 @@
 //! core 1 and this process on core 0. `-- mariadb` runs idem on MariaDB
 //! (`MySqlStore`) against `INSERT IGNORE` + `UPDATE` on the same server;
 //! `-- sqlite` idem on SQLite (`SqliteStore`) against `INSERT OR IGNORE` +
-//! `UPDATE` in a file with the same settings.
+//! `UPDATE` in a file with the same settings; `-- dynamodb` idem on
+//! DynamoDB (`DynamoStore`, on moto's server) against a conditional
+//! `PutItem` + `PutItem`.
 //!
 //! `-- peer` and `-- peer-redis` put the strongest Rust peer, the
 //! `idempotent` crate's tower layer (`tests/peer-idempotent`, a crate of its
@@ -71,6 +73,8 @@ use crate::{
 
 #[path = "common/baseline.rs"]
 mod baseline;
+#[path = "common/dynamodb_pair.rs"]
+mod dynamodb_pair;
 #[path = "common/fenced_floor.rs"]
 mod fenced_floor;
 #[path = "common/framework_pairs.rs"]
@@ -371,7 +375,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!(
-            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-floor|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|sqlite|redis-own-core|redis-replicated-own-core]`"
+            "http_load: run with `cargo bench -p idem-tests --bench http_load [-- memory|peer|peer-redis|replay|redis|redis-floor|redis-replay|redis-replay-cached|redis-fenced|redis-replicated|actix|grpc|postgres|mariadb|sqlite|dynamodb|redis-own-core|redis-replicated-own-core]`"
         );
         return ExitCode::SUCCESS;
     }
@@ -450,6 +454,9 @@ fn main() -> ExitCode {
         }
         if wanted("sqlite") {
             sqlite_pair::run(&rt, &script)?;
+        }
+        if wanted("dynamodb") {
+            dynamodb_pair::run(&rt, &script)?;
         }
         Ok::<(), String>(())
     })();

@@ -166,6 +166,13 @@ impl<H: Handler> Consumer<H> {
         &self.engine
     }
 
+    /// The delivery after which a message that keeps failing is
+    /// dead-lettered ([`Consumer::max_deliveries`]).
+    #[must_use]
+    pub fn max_deliveries_value(&self) -> u32 {
+        self.max_deliveries
+    }
+
     /// Decides `delivery`'s verdict and tells its broker. A broker that
     /// cannot be told leaves the message unacknowledged, to be delivered
     /// again.

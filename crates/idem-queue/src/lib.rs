@@ -83,6 +83,8 @@ pub mod redis_streams;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 #[cfg(feature = "sqs")]
+mod sqs_dead_letters;
+#[cfg(feature = "sqs")]
 mod sqs_options;
 
 pub use backoff::Backoff;

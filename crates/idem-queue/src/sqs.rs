@@ -20,7 +20,12 @@
 //!   visible again when its visibility timeout ends (by default the
 //!   consumer's lease): another consumer receives it, and its claim is
 //!   taken over about then.
-//! - **Dead-letter**: `SendMessage` to the dead-letter queue (by default
+//! - **Dead-letter**: where the queue has a redrive policy (and the
+//!   consumer was given no dead-letter queue of its own), the message is
+//!   made visible again at once and left to the policy: SQS moves it to
+//!   the policy's dead-letter queue once it is received more than
+//!   `maxReceiveCount` times, and the reason is logged. Otherwise
+//!   `SendMessage` to the dead-letter queue (the one given, or
 //!   `<queue>-dead`, made at start; `<name>-dead.fifo` for a FIFO queue)
 //!   with the reason, then `DeleteMessage`.
 //! - **FIFO queues**: a batch's messages of one `MessageGroupId` run one
@@ -32,7 +37,6 @@ use std::time::Duration;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
-    QueueAttributeName,
 };
 use aws_sdk_sqs::Client;
 
@@ -42,6 +46,7 @@ use crate::delivery::{BrokerError, Delivery};
 use crate::handler::Handler;
 use crate::message::Message;
 use crate::running::{supervise, Ended};
+use crate::sqs_dead_letters::{dead_letters, DeadLetters};
 pub use crate::sqs_options::SqsOptions;
 use crate::verdict::{Action, Verdict};
 
@@ -53,7 +58,7 @@ struct Place {
     client: Client,
     queue_url: String,
     visibility: Duration,
-    dead_letters: String,
+    dead_letters: DeadLetters,
     fifo: bool,
     /// The receipts of the batch's acknowledged messages, deleted together
     /// once the batch is done ([`Place::delete_acked`]).
@@ -188,11 +193,21 @@ impl Delivery for SqsDelivery {
             Action::Redeliver { after } => self.hide_for(*after).await,
             Action::DeadLetter { reason } => {
                 let p = &self.place;
+                let dead_letters = match &p.dead_letters {
+                    DeadLetters::Queue(url) => url,
+                    DeadLetters::Redrive {
+                        target,
+                        max_receives,
+                    } => {
+                        tracing::error!(target: "idem", id = ?self.message.id, reason = %reason, dead_letters = %target, max_receives, "sqs: a dead letter is left to the queue's redrive policy to move");
+                        return self.hide_for(Duration::ZERO).await;
+                    }
+                };
                 let body = String::from_utf8_lossy(&self.message.payload).into_owned();
                 let mut send = p
                     .client
                     .send_message()
-                    .queue_url(&p.dead_letters)
+                    .queue_url(dead_letters)
                     .message_body(body)
                     .message_attributes(crate::DEAD_LETTER_REASON, text(reason)?)
                     .message_attributes(crate::DEAD_LETTER_SOURCE, text(&p.queue_url)?);
@@ -255,7 +270,7 @@ const REFUSED: [&str; 6] = [
     "UnrecognizedClientException",
 ];
 
-fn ended<E, R>(what: &'static str) -> impl FnOnce(SdkError<E, R>) -> Ended
+pub(crate) fn ended<E, R>(what: &'static str) -> impl FnOnce(SdkError<E, R>) -> Ended
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
@@ -274,24 +289,6 @@ where
     }
 }
 
-/// The queue's dead-letter queue: `<queue>-dead` (`.fifo` kept last), made
-/// if missing.
-async fn dead_letter_queue(client: &Client, queue_url: &str, fifo: bool) -> Result<String, Ended> {
-    let name = queue_url.rsplit('/').next().unwrap_or(queue_url);
-    let dead = match name.strip_suffix(".fifo") {
-        Some(base) => format!("{base}-dead.fifo"),
-        None => format!("{name}-dead"),
-    };
-    let mut create = client.create_queue().queue_name(&dead);
-    if fifo {
-        create = create.attributes(QueueAttributeName::FifoQueue, "true");
-    }
-    let made = create.send().await.map_err(ended("CreateQueue"))?;
-    made.queue_url()
-        .map(str::to_owned)
-        .ok_or_else(|| Ended::Refused(BrokerError::new("sqs CreateQueue", "no queue url answered")))
-}
-
 /// One session's consumption, until a receive fails or shutdown drains it.
 async fn session<H: Handler>(
     consumer: &Arc<Consumer<H>>,
@@ -302,12 +299,17 @@ async fn session<H: Handler>(
     let fifo = std::path::Path::new(queue_url)
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("fifo"));
-    let dead_letters = match &options.dead_letter_queue_url {
-        Some(url) => url.clone(),
-        None => match dead_letter_queue(client, queue_url, fifo).await {
-            Ok(url) => url,
-            Err(ended) => return ended,
-        },
+    let dead_letters = match dead_letters(
+        client,
+        queue_url,
+        fifo,
+        options.dead_letter_queue_url.as_deref(),
+        consumer.max_deliveries_value(),
+    )
+    .await
+    {
+        Ok(dead_letters) => dead_letters,
+        Err(ended) => return ended,
     };
     tracing::info!(target: "idem", queue = queue_url, "sqs: consuming");
     let place = Arc::new(Place {

@@ -17,7 +17,8 @@ pub struct SqsOptions {
     /// consumer's lease, so that a frozen consumer's message comes back
     /// about when its claim expires.
     pub visibility: Option<Duration>,
-    /// Where dead letters go (`None`: the queue `<queue>-dead`, made at
+    /// Where dead letters go (`None`: left to the queue's redrive policy
+    /// if it has one, else sent to the queue `<queue>-dead`, made at
     /// start).
     pub dead_letter_queue_url: Option<String>,
     /// Until when, draining how long, reconnecting how.
@@ -26,8 +27,8 @@ pub struct SqsOptions {
 
 impl Default for SqsOptions {
     /// Ten messages at once, receives waiting up to 5 s, the lease as the
-    /// visibility timeout, dead letters to `<queue>-dead`, until the
-    /// process ends.
+    /// visibility timeout, dead letters to the queue's redrive policy (or
+    /// `<queue>-dead` where it has none), until the process ends.
     fn default() -> Self {
         Self {
             batch: 10,
@@ -61,7 +62,8 @@ impl SqsOptions {
         self
     }
 
-    /// Dead letters to the queue at `url` instead of `<queue>-dead`.
+    /// Dead letters sent to the queue at `url`, with their reason, in place
+    /// of the queue's redrive policy or `<queue>-dead`.
     #[must_use]
     pub fn dead_letter_queue_url(mut self, url: &str) -> Self {
         self.dead_letter_queue_url = Some(url.to_owned());

@@ -156,7 +156,7 @@ pub(crate) async fn redis_pair() -> Result<(String, String), String> {
 /// A ledger that debits on its own and leaves the record to the engine: the
 /// design before fenced transactions (a holder that lost its claim could
 /// still debit), kept to measure what the fence costs.
-pub(crate) struct Unfenced<L>(L);
+pub(crate) struct Unfenced<L>(pub(crate) L);
 
 #[idem_core::store::async_trait]
 impl<L: Ledger> Ledger for Unfenced<L> {
