@@ -14,6 +14,7 @@ mod alive_tasks;
 pub mod brokers;
 mod claims;
 pub mod cluster;
+mod duplicates;
 mod dynamodb;
 mod fake_stores;
 pub mod fault_proxy;
@@ -45,6 +46,7 @@ pub use alive_tasks::{alive_tasks, alive_tasks_after};
 pub use claims::{
     call, claim, until_claimed, until_lease_lapsed, wait_until_expired, wait_until_forgotten,
 };
+pub use duplicates::run_duplicates;
 pub use dynamodb::{
     dynamo_store, dynamodb_client, dynamodb_url, unique_table_name, EMULATED_MAX_OUTCOME,
 };

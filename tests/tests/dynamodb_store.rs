@@ -114,29 +114,12 @@ async fn duplicates(
                 max: Duration::from_secs(30),
             }),
     );
-    let c = call(key);
-    let tasks: Vec<_> = (0..n)
-        .map(|i| {
-            let (engine, store, c) = (engine.clone(), store.clone(), c.clone());
-            let (ledger, holder) = (ledger.to_owned(), format!("{who}{i}"));
-            tokio::spawn(async move {
-                engine
-                    .run(&c, |claim| async move {
-                        debit(&store, &ledger, &claim, &holder).await
-                    })
-                    .await
-            })
-        })
-        .collect();
-    let (mut executed, mut replayed) = (0, 0);
-    for task in tasks {
-        match task.await.expect("task") {
-            Ok(Ran::Executed(_)) => executed += 1,
-            Ok(Ran::Replayed(_)) => replayed += 1,
-            other => panic!("every duplicate gets the receipt, got {other:?}"),
-        }
-    }
-    (executed, replayed)
+    let (store, ledger) = (store.clone(), ledger.to_owned());
+    idem_tests::run_duplicates(&engine, &call(key), n, who, move |claim, holder| {
+        let (store, ledger) = (store.clone(), ledger.clone());
+        async move { debit(&store, &ledger, &claim, &holder).await }
+    })
+    .await
 }
 
 /// The second process of the test below: opens the tables it is given,

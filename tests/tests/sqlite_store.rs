@@ -85,35 +85,18 @@ fn waiting_engine(store: &SqliteStore) -> Engine {
 
 /// Runs `n` duplicates of the debit `key` at once; (executed, replayed).
 async fn duplicates(store: &SqliteStore, key: &str, n: usize, who: &str) -> (usize, usize) {
-    let engine = waiting_engine(store);
-    let c = call(key);
-    let tasks: Vec<_> = (0..n)
-        .map(|i| {
-            let (engine, store, c, holder) = (
-                engine.clone(),
-                store.clone(),
-                c.clone(),
-                format!("{who}{i}"),
-            );
-            tokio::spawn(async move {
-                engine
-                    .run(
-                        &c,
-                        |claim| async move { debit(&store, &claim, &holder).await },
-                    )
-                    .await
-            })
-        })
-        .collect();
-    let (mut executed, mut replayed) = (0, 0);
-    for task in tasks {
-        match task.await.expect("task") {
-            Ok(Ran::Executed(_)) => executed += 1,
-            Ok(Ran::Replayed(_)) => replayed += 1,
-            other => panic!("every duplicate gets the receipt, got {other:?}"),
-        }
-    }
-    (executed, replayed)
+    let store = store.clone();
+    idem_tests::run_duplicates(
+        &waiting_engine(&store),
+        &call(key),
+        n,
+        who,
+        move |claim, holder| {
+            let store = store.clone();
+            async move { debit(&store, &claim, &holder).await }
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
