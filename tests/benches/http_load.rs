@@ -287,12 +287,19 @@ fn run_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> 
 }
 
 /// idem against the `idempotent` crate's layer on their memory stores,
-/// beside the route without either.
+/// beside the route without either and the least design (the key claimed
+/// and the answer recorded in a map): what 1.25× the peer asks, next to
+/// the floor of any design that claims and records.
 fn run_peer_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
     let peer = peer::Peer::start(&["memory"])?;
-    let (bare, idem) = rt.block_on(async {
+    let (bare, naive, idem) = rt.block_on(async {
+        let naive = naive_router(Naive {
+            app: app(),
+            keys: MemoryKeys::default(),
+        });
         (
             idem_tests::serve(baseline::router(app())).await,
+            idem_tests::serve(naive).await,
             idem_tests::serve(router(app())).await,
         )
     });
@@ -300,11 +307,12 @@ fn run_peer_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), Str
         "peer",
         [
             "without idem",
+            "claim + record in a map",
             "idempotent 2.0 (memory)",
             "with idem (MemoryStore)",
         ],
-        [&bare, &peer.url, &idem],
-        [None, Some(peer.pid()), None],
+        [&bare, &naive, &peer.url, &idem],
+        [None, None, Some(peer.pid()), None],
         script,
         None,
     )

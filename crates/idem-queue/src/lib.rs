@@ -85,6 +85,8 @@ pub mod sqs;
 #[cfg(feature = "sqs")]
 mod sqs_dead_letters;
 #[cfg(feature = "sqs")]
+mod sqs_errors;
+#[cfg(feature = "sqs")]
 mod sqs_options;
 
 pub use backoff::Backoff;

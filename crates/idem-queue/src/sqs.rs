@@ -34,7 +34,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
 };
@@ -47,6 +46,7 @@ use crate::handler::Handler;
 use crate::message::Message;
 use crate::running::{supervise, Ended};
 use crate::sqs_dead_letters::{dead_letters, DeadLetters};
+use crate::sqs_errors::{broker, ended};
 pub use crate::sqs_options::SqsOptions;
 use crate::verdict::{Action, Verdict};
 
@@ -110,14 +110,6 @@ pub struct SqsDelivery {
     receipt: String,
     group: Option<String>,
     place: Arc<Place>,
-}
-
-fn broker<E, R>(what: &'static str) -> impl FnOnce(SdkError<E, R>) -> BrokerError
-where
-    E: std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    move |e| BrokerError::new(format!("sqs {what}"), e)
 }
 
 /// Whole seconds, as SQS counts its timeouts, rounded up: a message asked
@@ -258,35 +250,6 @@ pub async fn consume<H: Handler>(
         session(&consumer, &client, queue_url, &options)
     })
     .await
-}
-
-/// SQS's answers that retrying cannot fix.
-const REFUSED: [&str; 6] = [
-    "AWS.SimpleQueueService.NonExistentQueue",
-    "QueueDoesNotExist",
-    "AccessDenied",
-    "AccessDeniedException",
-    "InvalidClientTokenId",
-    "UnrecognizedClientException",
-];
-
-pub(crate) fn ended<E, R>(what: &'static str) -> impl FnOnce(SdkError<E, R>) -> Ended
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    move |e| {
-        let refused = e
-            .as_service_error()
-            .and_then(ProvideErrorMetadata::code)
-            .is_some_and(|c| REFUSED.contains(&c));
-        let e = broker(what)(e);
-        if refused {
-            Ended::Refused(e)
-        } else {
-            Ended::Lost(e)
-        }
-    }
 }
 
 /// One session's consumption, until a receive fails or shutdown drains it.

@@ -6,6 +6,7 @@ use aws_sdk_sqs::Client;
 
 use crate::delivery::BrokerError;
 use crate::running::Ended;
+use crate::sqs_errors::ended;
 
 /// Where a dead-letter verdict sends its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub(crate) async fn dead_letters(
         .attribute_names(QueueAttributeName::RedrivePolicy)
         .send()
         .await
-        .map_err(crate::sqs::ended("GetQueueAttributes"))?;
+        .map_err(ended("GetQueueAttributes"))?;
     let policy = attributes
         .attributes()
         .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy));
@@ -102,10 +103,7 @@ async fn dead_letter_queue(client: &Client, queue_url: &str, fifo: bool) -> Resu
     if fifo {
         create = create.attributes(QueueAttributeName::FifoQueue, "true");
     }
-    let made = create
-        .send()
-        .await
-        .map_err(crate::sqs::ended("CreateQueue"))?;
+    let made = create.send().await.map_err(ended("CreateQueue"))?;
     made.queue_url()
         .map(str::to_owned)
         .ok_or_else(|| Ended::Refused(BrokerError::new("sqs CreateQueue", "no queue url answered")))
