@@ -44,7 +44,8 @@ mod worker;
 
 pub use alive_tasks::{alive_tasks, alive_tasks_after};
 pub use claims::{
-    call, claim, until_claimed, until_lease_lapsed, wait_until_expired, wait_until_forgotten,
+    call, claim, until_claim_lapsed, until_claimed, until_lease_lapsed, wait_until_expired,
+    wait_until_forgotten,
 };
 pub use duplicates::run_duplicates;
 pub use dynamodb::{

@@ -169,7 +169,7 @@ async fn a_holder_frozen_past_its_lease_debits_nothing_and_the_takeover_debits_o
     else {
         panic!("the first holder claims the debit");
     };
-    idem_tests::until_lease_lapsed(&store, c.record_id(), "the frozen holder").await;
+    idem_tests::until_claim_lapsed(&store, c.record_id(), "the frozen holder").await;
     // Another attempt takes the debit over and commits it with its record.
     let engine = Engine::new(store.clone());
     let taken = engine

@@ -81,7 +81,7 @@ async fn stalled_holder_is_fenced_and_its_business_write_rolls_back() {
     // before its transaction reaches the database. It runs with renewals cut
     // off by using the store directly, as a frozen process would.
     let a_lease = idem_tests::claim(&store, &c, lease).await;
-    idem_tests::until_lease_lapsed(&store, c.record_id(), "holder A").await;
+    idem_tests::until_claim_lapsed(&store, c.record_id(), "holder A").await;
 
     // Holder B retries after the lease ran out: it takes over and commits.
     let b =

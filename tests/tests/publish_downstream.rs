@@ -44,7 +44,7 @@ where
     .catch_unwind()
     .await;
     assert!(died.is_err());
-    idem_tests::until_lease_lapsed(&store, c.record_id(), "the dead consumer").await;
+    idem_tests::until_claim_lapsed(&store, c.record_id(), "the dead consumer").await;
     let again = engine
         .run(&c, |claim| {
             let published = publish(claim);
