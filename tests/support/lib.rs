@@ -24,6 +24,7 @@ mod hang_up;
 mod hooked_store;
 pub mod lambda_runtime_api;
 mod mysql;
+pub mod orders;
 mod payments;
 mod pgbouncer;
 mod ports;

@@ -9,28 +9,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use idem_core::{Claim, Engine, Failure, IdempotencyKey, MemoryStore, Policy, RecordId, Scope};
+use idem_core::{Claim, Engine, IdempotencyKey, MemoryStore, Policy, RecordId, Scope};
 use idem_queue::lambda::aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use idem_queue::lambda::handle_sqs_event;
 use idem_queue::lambda::lambda_runtime::{Context, LambdaEvent};
 use idem_queue::{handler_fn, Consumer, Handler, KeySource};
-use serde::{Deserialize, Serialize};
-
-#[derive(Deserialize)]
-struct Order {
-    order_id: String,
-    sku: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, thiserror::Error)]
-#[error("the carrier is down")]
-struct CarrierDown;
-
-impl Failure for CarrierDown {
-    fn is_final(&self) -> bool {
-        false
-    }
-}
+use idem_tests::orders::{CarrierDown, Order};
 
 /// Shipments by order, and a pause before each (to outlive an invocation).
 #[derive(Clone, Default)]

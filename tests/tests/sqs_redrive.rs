@@ -8,32 +8,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use idem_core::{Claim, Engine, Failure, MemoryStore};
+use idem_core::{Claim, Engine, MemoryStore};
 use idem_queue::aws_sdk_sqs::types::QueueAttributeName;
 use idem_queue::aws_sdk_sqs::Client;
 use idem_queue::sqs::{consume, SqsOptions};
 use idem_queue::{handler_fn, Backoff, CancellationToken, Consumer, Handler, KeySource, Running};
+use idem_tests::orders::{CarrierDown, Order};
 use idem_tests::sqs_queue::sqs_client;
-use serde::{Deserialize, Serialize};
 
 /// How many receives the queue's redrive policy allows a message.
 const MAX_RECEIVES: u32 = 3;
-
-#[derive(Deserialize)]
-struct Order {
-    order_id: String,
-    sku: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, thiserror::Error)]
-#[error("the carrier is down")]
-struct CarrierDown;
-
-impl Failure for CarrierDown {
-    fn is_final(&self) -> bool {
-        false
-    }
-}
 
 async fn queue_url(client: &Client, name: &str, policy: Option<String>) -> String {
     let mut create = client.create_queue().queue_name(name);
