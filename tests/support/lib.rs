@@ -14,6 +14,7 @@ mod alive_tasks;
 pub mod brokers;
 mod claims;
 pub mod cluster;
+mod debit_error;
 mod duplicates;
 mod dynamodb;
 mod fake_stores;
@@ -48,6 +49,7 @@ pub use claims::{
     call, claim, until_claim_lapsed, until_claimed, until_lease_lapsed, wait_until_expired,
     wait_until_forgotten,
 };
+pub use debit_error::DebitError;
 pub use duplicates::run_duplicates;
 pub use dynamodb::{
     dynamo_store, dynamodb_client, dynamodb_url, unique_table_name, EMULATED_MAX_OUTCOME,

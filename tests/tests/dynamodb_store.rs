@@ -18,21 +18,10 @@ use idem_dynamodb::DynamoStore;
 use idem_tests::second_process::SecondProcess;
 use idem_tests::{dynamo_store, dynamodb_client, unique_table_name, EMULATED_MAX_OUTCOME};
 
+use idem_tests::DebitError;
+
 fn call(key: &str) -> Call {
     idem_tests::call("dynamodb-tests", key)
-}
-
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-enum DebitError {
-    LeaseLost,
-    Uncertain,
-    Database(String),
-}
-
-impl idem_core::Failure for DebitError {
-    fn is_final(&self) -> bool {
-        false
-    }
 }
 
 /// The application's own table: one item per debit, keyed by its holder.
@@ -92,10 +81,7 @@ async fn debit(
     let receipt = format!("debited by {holder}");
     let outcome = idem_core::encode_result(&Ok::<_, DebitError>(&receipt))
         .map_err(|e| DebitError::Database(e.to_string()))?;
-    claim.commit(tx, &outcome).await.map_err(|e| match e {
-        idem_core::CommitError::LeaseLost => DebitError::LeaseLost,
-        _ => DebitError::Uncertain,
-    })?;
+    claim.commit(tx, &outcome).await.map_err(DebitError::from)?;
     Ok(receipt)
 }
 

@@ -14,21 +14,10 @@ use idem_mysql::MySqlStore;
 use idem_tests::{mysql_pool, mysql_store, mysql_store_on, unique_table};
 use sqlx::{AssertSqlSafe, Row};
 
+use idem_tests::DebitError;
+
 fn call(key: &str) -> Call {
     idem_tests::call("mysql-tests", key)
-}
-
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-enum DebitError {
-    LeaseLost,
-    Uncertain,
-    Database(String),
-}
-
-impl idem_core::Failure for DebitError {
-    fn is_final(&self) -> bool {
-        false
-    }
 }
 
 /// A ledger table beside the store's: one row per debit.
@@ -71,10 +60,7 @@ async fn debit(
     let receipt = format!("debited by {holder}");
     let outcome = idem_core::encode_result(&Ok::<_, DebitError>(&receipt))
         .map_err(|e| DebitError::Database(e.to_string()))?;
-    claim.commit(tx, &outcome).await.map_err(|e| match e {
-        idem_core::CommitError::LeaseLost => DebitError::LeaseLost,
-        _ => DebitError::Uncertain,
-    })?;
+    claim.commit(tx, &outcome).await.map_err(DebitError::from)?;
     Ok(receipt)
 }
 
@@ -414,10 +400,7 @@ async fn a_debit_whose_commit_is_cut_off_keeps_its_claim_then_runs_once() {
                 let tx = KilledAtCommit::new(tx, store.pool().clone())
                     .await
                     .map_err(db)?;
-                claim.commit(tx, &outcome).await.map_err(|e| match e {
-                    idem_core::CommitError::LeaseLost => DebitError::LeaseLost,
-                    _ => DebitError::Uncertain,
-                })?;
+                claim.commit(tx, &outcome).await.map_err(DebitError::from)?;
                 Ok("debited by first".to_owned())
             }
         })

@@ -16,21 +16,10 @@ use idem_tests::{sqlite_path, sqlite_store};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::AssertSqlSafe;
 
+use idem_tests::DebitError;
+
 fn call(key: &str) -> Call {
     idem_tests::call("sqlite-tests", key)
-}
-
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-enum DebitError {
-    LeaseLost,
-    Uncertain,
-    Database(String),
-}
-
-impl idem_core::Failure for DebitError {
-    fn is_final(&self) -> bool {
-        false
-    }
 }
 
 /// The ledger beside the store's table: one row per debit.
@@ -66,10 +55,7 @@ async fn debit(
     let receipt = format!("debited by {holder}");
     let outcome = idem_core::encode_result(&Ok::<_, DebitError>(&receipt))
         .map_err(|e| DebitError::Database(e.to_string()))?;
-    claim.commit(tx, &outcome).await.map_err(|e| match e {
-        idem_core::CommitError::LeaseLost => DebitError::LeaseLost,
-        _ => DebitError::Uncertain,
-    })?;
+    claim.commit(tx, &outcome).await.map_err(DebitError::from)?;
     Ok(receipt)
 }
 

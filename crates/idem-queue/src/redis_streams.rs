@@ -335,16 +335,9 @@ async fn session<H: Handler>(
         );
         // On shutdown, the batch gets the drain to finish; what is still
         // running then stays pending, taken over after `min_idle`.
-        let drained = async {
-            shutdown.cancelled().await;
-            tokio::time::sleep(options.running.drain).await;
-        };
-        let report = tokio::select! {
-            report = handled => report,
-            () = drained => {
-                tracing::warn!(target: "idem", drain = ?options.running.drain, "shutdown: a batch still running past the drain is left; its entries stay pending");
-                return Ended::Shutdown;
-            }
+        let Some(report) = options.running.within_drain(handled).await else {
+            tracing::warn!(target: "idem", drain = ?options.running.drain, "shutdown: a batch still running past the drain is left; its entries stay pending");
+            return Ended::Shutdown;
         };
         for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
             tracing::warn!(target: "idem", error = %failed, "redis stream: the verdict could not be told; the entry stays pending");

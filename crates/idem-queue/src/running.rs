@@ -74,6 +74,21 @@ impl Running {
         self
     }
 
+    /// Runs `batch` to its end, unless shutdown is asked for and the drain
+    /// runs out first: `None` then, and what the batch did not finish is
+    /// left unacknowledged, to come back.
+    #[cfg_attr(not(any(feature = "redis-streams", feature = "sqs")), allow(dead_code))]
+    pub(crate) async fn within_drain<T>(&self, batch: impl Future<Output = T>) -> Option<T> {
+        let drained = async {
+            self.shutdown.cancelled().await;
+            tokio::time::sleep(self.drain).await;
+        };
+        tokio::select! {
+            done = batch => Some(done),
+            () = drained => None,
+        }
+    }
+
     /// Waits for the running handlers to finish, at most the drain; those
     /// still running then are detached (their deliveries stay
     /// unacknowledged, to come back).

@@ -307,17 +307,10 @@ async fn session<H: Handler>(
                 group_by: fifo.then_some(group_of as fn(&Message) -> Option<String>),
             },
         );
-        let drained = async {
-            shutdown.cancelled().await;
-            tokio::time::sleep(options.running.drain).await;
-        };
-        let report = tokio::select! {
-            report = handled => report,
-            () = drained => {
-                tracing::warn!(target: "idem", drain = ?options.running.drain, "shutdown: a batch still running past the drain is left; its messages come back after their visibility timeout");
-                place.delete_acked().await;
-                return Ended::Shutdown;
-            }
+        let Some(report) = options.running.within_drain(handled).await else {
+            tracing::warn!(target: "idem", drain = ?options.running.drain, "shutdown: a batch still running past the drain is left; its messages come back after their visibility timeout");
+            place.delete_acked().await;
+            return Ended::Shutdown;
         };
         place.delete_acked().await;
         for failed in report.items.iter().filter_map(|i| i.as_ref().err()) {
