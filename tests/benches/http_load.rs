@@ -69,6 +69,7 @@ use crate::{
         run_redis_replay_pair, run_redis_trace_trio, run_replay_pair,
     },
     rounds::{compare, compare_served, compare_with},
+    unfenced::Unfenced,
 };
 
 #[path = "common/baseline.rs"]
@@ -93,6 +94,8 @@ mod redis_runs;
 mod rounds;
 #[path = "common/sqlite_pair.rs"]
 mod sqlite_pair;
+#[path = "common/unfenced.rs"]
+mod unfenced;
 use naive::{naive_router, MemoryKeys, Naive, NaiveKeys};
 
 const ROUNDS: usize = 7;
@@ -292,14 +295,22 @@ fn run_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> 
 /// the floor of any design that claims and records.
 fn run_peer_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
     let peer = peer::Peer::start(&["memory"])?;
-    let (bare, naive, idem) = rt.block_on(async {
+    let (bare, naive, idem, fenced) = rt.block_on(async {
         let naive = naive_router(Naive {
             app: app(),
             keys: MemoryKeys::default(),
         });
+        // The same handler as the other three: debit, answer, recorded by
+        // the layer.
+        let store = MemoryStore::builder().max_bytes(16 << 30).build();
+        let same = app_with(
+            Engine::new(store),
+            Arc::new(Unfenced(MemoryLedger::new(&MemoryStore::new()))),
+        );
         (
             idem_tests::serve(baseline::router(app())).await,
             idem_tests::serve(naive).await,
+            idem_tests::serve(router(same)).await,
             idem_tests::serve(router(app())).await,
         )
     });
@@ -310,9 +321,10 @@ fn run_peer_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), Str
             "claim + record in a map",
             "idempotent 2.0 (memory)",
             "with idem (MemoryStore)",
+            "idem, each debit committed with its record",
         ],
-        [&bare, &naive, &peer.url, &idem],
-        [None, None, Some(peer.pid()), None],
+        [&bare, &naive, &peer.url, &idem, &fenced],
+        [None, None, Some(peer.pid()), None, None],
         script,
         None,
     )

@@ -3,7 +3,9 @@
 //! CPU cost of the HTTP layer, the engine and the store per request, free of
 //! the network's noise. Every request carries a new key (begin, run, record).
 //! `debit_route` also runs the least design between the two (the key
-//! claimed in a map, the response recorded there: `common/naive.rs`).
+//! claimed in a map, the response recorded there: `common/naive.rs`), and
+//! idem with the payments example's own ledger, which commits each debit
+//! with its record.
 //!
 //! `cargo bench -p idem-tests --bench router`
 
@@ -24,8 +26,11 @@ use idem_examples::payments::{router, App, MemoryLedger};
 mod baseline;
 #[path = "common/naive.rs"]
 mod naive;
+#[path = "common/unfenced.rs"]
+mod unfenced;
 use naive::{naive_router, MemoryKeys, Naive};
 use tower::ServiceExt;
+use unfenced::Unfenced;
 
 fn app() -> App {
     // Records live 2 seconds and are purged every second, so a long run
@@ -82,12 +87,16 @@ fn debit_route(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let (bare, naive, idem) = rt.block_on(async {
+    let (bare, naive, idem, fenced) = rt.block_on(async {
         let naive = naive_router(Naive {
             app: app(),
             keys: MemoryKeys::default(),
         });
-        (baseline::router(app()), naive, router(app()))
+        // The same handler as the two before: debit, answer, recorded by
+        // the layer.
+        let mut same = app();
+        same.ledger = Arc::new(Unfenced(MemoryLedger::new(&MemoryStore::new())));
+        (baseline::router(app()), naive, router(same), router(app()))
     });
     let counter = AtomicU64::new(0);
     let mut group = c.benchmark_group("debit_route");
@@ -103,6 +112,12 @@ fn debit_route(c: &mut Criterion) {
     group.bench_function("with_idem", |b| {
         b.to_async(&rt)
             .iter(|| send(&idem, counter.fetch_add(1, Ordering::Relaxed)));
+    });
+    // The payments example's own ledger: each debit committed with its
+    // record while the claim holds.
+    group.bench_function("with_idem_debit_committed_with_record", |b| {
+        b.to_async(&rt)
+            .iter(|| send(&fenced, counter.fetch_add(1, Ordering::Relaxed)));
     });
     group.finish();
 }

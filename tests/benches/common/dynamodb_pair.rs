@@ -19,7 +19,7 @@ use idem_dynamodb::DynamoStore;
 use idem_examples::payments::{router, MemoryLedger};
 
 use crate::naive::{naive_router, Naive, NaiveKeys};
-use crate::redis_pairs::Unfenced;
+use crate::unfenced::Unfenced;
 use crate::{app_with, compare};
 
 /// The least design's keys: one item each, `pk` the key (bytes, as the

@@ -12,6 +12,7 @@ use idem_redis::{KeyLayout, RedisStore};
 use crate::{
     app_on, app_with, fenced_floor, naive_router,
     rounds::{affinity, compare, set_affinity},
+    unfenced::Unfenced,
     Naive, NaiveKeys,
 };
 
@@ -151,25 +152,6 @@ pub(crate) async fn redis_pair_laid_out(
 
 pub(crate) async fn redis_pair() -> Result<(String, String), String> {
     redis_pair_with(false).await
-}
-
-/// A ledger that debits on its own and leaves the record to the engine: the
-/// design before fenced transactions (a holder that lost its claim could
-/// still debit), kept to measure what the fence costs.
-pub(crate) struct Unfenced<L>(pub(crate) L);
-
-#[idem_core::store::async_trait]
-impl<L: Ledger> Ledger for Unfenced<L> {
-    async fn balance(&self, account: &str) -> Result<u64, idem_examples::payments::LedgerError> {
-        self.0.balance(account).await
-    }
-    async fn debit(
-        &self,
-        account: &str,
-        amount: u64,
-    ) -> Result<u64, idem_examples::payments::LedgerError> {
-        self.0.debit(account, amount).await
-    }
 }
 
 /// idem on Redis with the balances in Redis too: each debit applied by the
