@@ -115,7 +115,7 @@ impl RedisStore {
                 }
             }
             KeyLayout::Compact => {
-                let written = compact_key(&self.prefix, &hex, id);
+                let written = compact_key(&self.prefix, id);
                 let trace = trace_key(&written);
                 HolderKeys {
                     keys: [written, trace, hex],
@@ -147,7 +147,7 @@ impl RedisStore {
 
 fn record_keys(prefix: &str, layout: KeyLayout, id: &RecordId) -> RecordKeys {
     let hex = hex_key(prefix, id);
-    let compact = compact_key(prefix, &hex, id);
+    let compact = compact_key(prefix, id);
     let (hex_trace, compact_trace) = (trace_key(&hex), trace_key(&compact));
     RecordKeys(match layout {
         KeyLayout::Hex => [hex, hex_trace, compact, compact_trace],
@@ -161,10 +161,9 @@ fn record_keys(prefix: &str, layout: KeyLayout, id: &RecordId) -> RecordKeys {
 /// and a request under another key with the same id would still need the
 /// same fingerprint to be answered).
 fn key(prefix: &str, layout: KeyLayout, id: &RecordId) -> String {
-    let hex = hex_key(prefix, id);
     match layout {
-        KeyLayout::Hex => hex,
-        KeyLayout::Compact => compact_key(prefix, &hex, id),
+        KeyLayout::Hex => hex_key(prefix, id),
+        KeyLayout::Compact => compact_key(prefix, id),
     }
 }
 
@@ -178,9 +177,9 @@ fn hex_key(prefix: &str, id: &RecordId) -> String {
     hex
 }
 
-/// The compact key of the record whose hex key is `hex`: in `hex`'s slot.
-fn compact_key(prefix: &str, hex: &str, id: &RecordId) -> String {
-    let tag = slot::tag_of(slot::slot(hex.as_bytes()));
+/// The compact key of the record `id`: in its hex key's slot.
+fn compact_key(prefix: &str, id: &RecordId) -> String {
+    let tag = slot::tag_of(slot::hex_slot(id.as_bytes()));
     let mut key = String::with_capacity(prefix.len() + tag.len() + 34);
     key.push_str(prefix);
     key.push('{');
