@@ -14,35 +14,30 @@ pub(crate) fn tag_of(slot: u16) -> &'static str {
     // a claim's path where a `String` a slot cost two, the second often a
     // cache miss.
     static TAGS: OnceLock<Vec<[u8; 4]>> = OnceLock::new();
-    let tags = TAGS.get_or_init(|| tags().iter().map(|t| packed(t)).collect());
+    let tags = TAGS.get_or_init(tags);
     tags.get(usize::from(slot)).map_or("", |tag| {
         let len = tag.iter().position(|&b| b == 0).unwrap_or(tag.len());
         std::str::from_utf8(&tag[..len]).unwrap_or("")
     })
 }
 
-/// A tag of up to four ASCII characters in four bytes, 0 after its end.
-fn packed(tag: &str) -> [u8; 4] {
-    let mut out = [0u8; 4];
-    for (o, b) in out.iter_mut().zip(tag.bytes()) {
-        *o = b;
-    }
-    out
-}
-
-fn tags() -> Vec<String> {
+/// Every slot's tag, up to four characters, 0 after its end.
+fn tags() -> Vec<[u8; 4]> {
     const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut tags = vec![String::new(); 16384];
+    let mut tags = vec![[0u8; 4]; 16384];
     let mut left = tags.len();
     // Three characters reach every slot; the fourth is never needed, but
     // the search does not rely on that.
     for len in 1..=4 {
         let mut digits = vec![0usize; len];
         'strings: loop {
-            let s: Vec<u8> = digits.iter().map(|&d| ALPHABET[d]).collect();
-            let tag = &mut tags[usize::from(crc16(&s) % 16384)];
-            if tag.is_empty() {
-                *tag = s.iter().map(|&b| char::from(b)).collect();
+            let mut s = [0u8; 4];
+            for (c, &d) in s.iter_mut().zip(&digits) {
+                *c = ALPHABET[d];
+            }
+            let tag = &mut tags[usize::from(crc16(&s[..len]) % 16384)];
+            if tag[0] == 0 {
+                *tag = s;
                 left -= 1;
                 if left == 0 {
                     return tags;
