@@ -292,7 +292,9 @@ fn run_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> 
 /// idem against the `idempotent` crate's layer on their memory stores,
 /// beside the route without either and the least design (the key claimed
 /// and the answer recorded in a map): what 1.25× the peer asks, next to
-/// the floor of any design that claims and records.
+/// the floor of any design that claims and records. All four run the same
+/// handler; a fifth route runs idem on the payments example's own ledger,
+/// which commits each debit with its record.
 fn run_peer_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), String> {
     let peer = peer::Peer::start(&["memory"])?;
     let (bare, naive, idem, fenced) = rt.block_on(async {
@@ -302,11 +304,8 @@ fn run_peer_memory(rt: &tokio::runtime::Runtime, script: &str) -> Result<(), Str
         });
         // The same handler as the other three: debit, answer, recorded by
         // the layer.
-        let store = MemoryStore::builder().max_bytes(16 << 30).build();
-        let same = app_with(
-            Engine::new(store),
-            Arc::new(Unfenced(MemoryLedger::new(&MemoryStore::new()))),
-        );
+        let mut same = app();
+        same.ledger = Arc::new(Unfenced(MemoryLedger::new(&MemoryStore::new())));
         (
             idem_tests::serve(baseline::router(app())).await,
             idem_tests::serve(naive).await,
